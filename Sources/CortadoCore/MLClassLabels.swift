@@ -1,0 +1,90 @@
+import CortadoSpec
+
+/// The labels a classifier chooses between: all int64 or all strings.
+public enum MLClassLabels: Sendable, Equatable {
+    case int64s([Int64])
+    case strings([String])
+
+    public var count: Int {
+        switch self {
+        case .int64s(let l): return l.count
+        case .strings(let l): return l.count
+        }
+    }
+
+    /// `.int64` or `.string`.
+    public var type: MLFeatureType {
+        switch self {
+        case .int64s: return .int64
+        case .strings: return .string
+        }
+    }
+
+    /// The format's label list messages.
+    public init(strings: CoreML_Specification_StringVector) { self = .strings(strings.vector) }
+    public init(int64s: CoreML_Specification_Int64Vector) { self = .int64s(int64s.vector) }
+
+    /// The label at `index` as a feature value.
+    public func value(at index: Int) -> MLFeatureValue {
+        switch self {
+        case .int64s(let l): return MLFeatureValue(int64: l[index])
+        case .strings(let l): return MLFeatureValue(string: l[index])
+        }
+    }
+
+    /// A label → score dictionary feature value.
+    public func dictionary(scores: UnsafeBufferPointer<Double>) -> MLFeatureValue {
+        precondition(scores.count == count)
+        switch self {
+        case .int64s(let l):
+            var d = [Int64: Double](minimumCapacity: l.count)
+            for (i, label) in l.enumerated() { d[label] = scores[i] }
+            return MLFeatureValue(dictionary: .int64Keyed(d))
+        case .strings(let l):
+            var d = [String: Double](minimumCapacity: l.count)
+            for (i, label) in l.enumerated() { d[label] = scores[i] }
+            return MLFeatureValue(dictionary: .stringKeyed(d))
+        }
+    }
+
+    public func dictionary(scores: [Double]) -> MLFeatureValue {
+        scores.withUnsafeBufferPointer { dictionary(scores: $0) }
+    }
+
+    public var labelStrings: [String] {
+        switch self {
+        case .int64s(let l): return l.map(String.init)
+        case .strings(let l): return l
+        }
+    }
+}
+
+/// Where a classifier writes its results, read from the model description: the predicted
+/// label under `predictedFeatureName`, the label → probability dictionary under
+/// `predictedProbabilitiesName`, as Core ML does.
+public struct MLClassifierOutputNames: Sendable {
+    public let labelName: String
+    public let probabilitiesName: String?
+
+    public init(_ description: MLModelDescription, labels: MLClassLabels) throws {
+        guard let label = description.predictedFeatureName ?? description.outputs.first(where: { $0.type == labels.type })?.name else {
+            throw MLModelError(.invalidModel, "classifier has no predicted feature name and no output of the label type \(labels.type)")
+        }
+        if let out = description.output(named: label), out.type != labels.type {
+            throw MLModelError(.invalidModel, feature: label, "predicted label output is \(out.type) but the class labels are \(labels.type)")
+        }
+        labelName = label
+        if let p = description.predictedProbabilitiesName {
+            probabilitiesName = p
+        } else {
+            probabilitiesName = description.outputs.first(where: { $0.type == .dictionary && $0.name != label })?.name
+        }
+    }
+
+    /// The output features for a winning class and per-class scores.
+    public func outputs(labels: MLClassLabels, winner: Int, scores: UnsafeBufferPointer<Double>) -> [String: MLFeatureValue] {
+        var out: [String: MLFeatureValue] = [labelName: labels.value(at: winner)]
+        if let p = probabilitiesName { out[p] = labels.dictionary(scores: scores) }
+        return out
+    }
+}

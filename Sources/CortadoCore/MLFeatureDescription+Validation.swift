@@ -1,0 +1,92 @@
+extension MLFeatureDescription {
+    /// Checks a value against this description: its type, and for multi-arrays its shape
+    /// (fixed, enumerated or ranged), for images their size, for dictionaries their key
+    /// type, for sequences their element type and length. Throws an error naming the
+    /// feature and what was expected.
+    public func validate(_ value: MLFeatureValue) throws {
+        if value.isUndefined {
+            guard isOptional else { throw MLModelError.featureType(name, "required input has no value") }
+            return
+        }
+        guard value.type == type else {
+            // Core ML converts between int64 and double scalars.
+            if (type == .double && value.type == .int64) || (type == .int64 && value.type == .double) { return }
+            throw MLModelError.featureType(name, "expected \(typeSummary), got \(value.type)")
+        }
+        switch value.storage {
+        case .multiArray(let array):
+            try validateShape(array.shape)
+        case .image(let image):
+            guard let c = imageConstraint else { return }
+            let sizeOK: Bool
+            if !c.enumeratedSizes.isEmpty {
+                sizeOK = c.enumeratedSizes.contains { $0.width == image.width && $0.height == image.height }
+            } else if let w = c.widthRange, let h = c.heightRange {
+                sizeOK = w.contains(image.width) && h.contains(image.height)
+            } else {
+                sizeOK = image.width == c.pixelsWide && image.height == c.pixelsHigh
+            }
+            guard sizeOK else {
+                throw MLModelError.featureType(name, "image is \(image.width)×\(image.height), expected \(c.pixelsWide)×\(c.pixelsHigh)")
+            }
+        case .dictionary(let d):
+            if let c = dictionaryConstraint, d.count > 0, d.keyType != c.keyType {
+                throw MLModelError.featureType(name, "dictionary keys are \(d.keyType), expected \(c.keyType)")
+            }
+        case .sequence(let s):
+            if let c = sequenceConstraint {
+                guard s.count == 0 || s.type == c.valueType else {
+                    throw MLModelError.featureType(name, "sequence holds \(s.type), expected \(c.valueType)")
+                }
+                guard c.countRange.contains(s.count) else {
+                    throw MLModelError.featureType(name, "sequence has \(s.count) elements, expected \(c.countRange.lowerBound)…\(c.countRange.upperBound == Int.max ? "" : String(c.countRange.upperBound))")
+                }
+            }
+        default:
+            break
+        }
+    }
+
+    /// Checks a multi-array shape against the constraint.
+    public func validateShape(_ shape: [Int]) throws {
+        guard let c = multiArrayConstraint else { return }
+        func show(_ s: [Int]) -> String { "[" + s.map(String.init).joined(separator: ", ") + "]" }
+        switch c.shapeConstraint.type {
+        case .enumerated:
+            let allowed = c.shapeConstraint.enumeratedShapes
+            guard allowed.contains(where: { Self.sameShape($0, shape) }) else {
+                throw MLModelError.featureType(name, "shape \(show(shape)) is not one of the allowed shapes \(allowed.map(show).joined(separator: " "))")
+            }
+        case .range:
+            let ranges = c.shapeConstraint.sizeRangeForDimension
+            guard ranges.count == shape.count, zip(ranges, shape).allSatisfy({ $0.contains($1) }) else {
+                let want = ranges.map { $0.upperBound == Int.max ? "\($0.lowerBound)…" : "\($0.lowerBound)…\($0.upperBound)" }.joined(separator: " × ")
+                throw MLModelError.featureType(name, "shape \(show(shape)) is outside the allowed ranges \(want)")
+            }
+        case .unspecified:
+            guard !c.shape.isEmpty else { return }
+            guard Self.sameShape(c.shape, shape) else {
+                throw MLModelError.featureType(name, "shape \(show(shape)) does not match the expected shape \(show(c.shape))")
+            }
+        }
+    }
+
+    /// Shapes are the same when equal after dropping leading 1s (a batch of one).
+    static func sameShape(_ a: [Int], _ b: [Int]) -> Bool {
+        a.drop(while: { $0 == 1 }).elementsEqual(b.drop(while: { $0 == 1 }))
+    }
+}
+
+extension MLModelDescription {
+    /// Checks every declared input of `provider`: required inputs present, each of the
+    /// right type and shape. Extra features are ignored, as in Core ML.
+    public func validateInputs(_ provider: MLFeatureProvider) throws {
+        for input in inputs {
+            guard let value = provider.featureValue(for: input.name) else {
+                if input.isOptional { continue }
+                throw MLModelError.featureType(input.name, "required input is missing (expected \(input.typeSummary))")
+            }
+            try input.validate(value)
+        }
+    }
+}

@@ -1,0 +1,44 @@
+import Foundation
+
+/// Which processors a model may use (CoreML.framework's `MLComputeUnits`). Cortado runs
+/// on the CPU; the other values are accepted so code written for Apple platforms compiles.
+public enum MLComputeUnits: Int, Sendable {
+    case cpuOnly = 0
+    case cpuAndGPU = 1
+    case all = 2
+    case cpuAndNeuralEngine = 3
+}
+
+/// Settings for loading a model (CoreML.framework's `MLModelConfiguration`).
+public struct MLModelConfiguration: Sendable {
+    public var computeUnits: MLComputeUnits = .all
+    /// Threads a single prediction may use (kernels that parallelize); 0 means all cores.
+    public var threadCount: Int = 0
+    /// Base folder for resolving linked models; defaults to the model file's folder.
+    public var modelDirectory: URL?
+    /// Free-form parameters for custom layers and models (CoreML's `parameters`).
+    public var parameters: [String: String] = [:]
+
+    public init() {}
+}
+
+/// Settings for one prediction (CoreML.framework's `MLPredictionOptions`).
+public struct MLPredictionOptions: @unchecked Sendable {
+    /// Caller-owned multi-arrays that outputs are written into, by output name.
+    public var outputBackings: [String: MLMultiArray] = [:]
+
+    public init() {}
+
+    /// The backing for an output if one was given with the right element count,
+    /// else a new array of `shape` and `dataType`.
+    public func outputArray(named name: String, shape: [Int], dataType: MLMultiArrayDataType) throws -> MLMultiArray {
+        if let backing = outputBackings[name] {
+            let count = shape.reduce(1, *)
+            guard backing.count == count else {
+                throw MLModelError.featureType(name, "output backing has \(backing.count) elements, the output needs \(count) (shape \(shape))")
+            }
+            return backing
+        }
+        return try MLMultiArray(shape: shape, dataType: dataType)
+    }
+}

@@ -1,0 +1,78 @@
+import CortadoSpec
+import Foundation
+
+/// A compiled, ready-to-run model of one kind: what a `MLModelKind` turns a spec into.
+/// It receives inputs already validated against the model description.
+public protocol MLCompiledModel: AnyObject, Sendable {
+    /// Runs one prediction.
+    func prediction(from input: MLFeatureProvider, options: MLPredictionOptions) throws -> MLFeatureProvider
+    /// Runs a batch. The default runs the rows one by one.
+    func predictions(from batch: MLBatchProvider, options: MLPredictionOptions) throws -> [MLFeatureProvider]
+    /// Class labels, for classifiers.
+    var classLabels: MLClassLabels? { get }
+    /// Lines describing the compiled form for `cortado inspect` (e.g. tree and node counts).
+    var summary: [String] { get }
+}
+
+extension MLCompiledModel {
+    public func predictions(from batch: MLBatchProvider, options: MLPredictionOptions) throws -> [MLFeatureProvider] {
+        try (0..<batch.count).map { try prediction(from: batch.features(at: $0), options: options) }
+    }
+    public var classLabels: MLClassLabels? { nil }
+    public var summary: [String] { [] }
+}
+
+/// A model kind: turns the specs of one or more `Model.Type` cases into compiled models.
+/// Each kind lives in its own module and registers itself with `MLModelKindRegistry`.
+public protocol MLModelKind {
+    /// The `Model.Type` cases this kind compiles, by their field names (e.g. "glmRegressor").
+    static var specTypes: [String] { get }
+    /// Compiles a spec. `context` gives the model's description and name, and compiles
+    /// sub-models for kinds that contain others.
+    static func compile(_ spec: CoreML_Specification_Model, context: MLCompileContext) throws -> any MLCompiledModel
+}
+
+/// What a kind sees while compiling.
+public struct MLCompileContext: Sendable {
+    /// The model's name, for messages.
+    public let modelName: String
+    public let description: MLModelDescription
+    public let configuration: MLModelConfiguration
+    /// Nesting depth (pipelines inside pipelines), to stop runaway recursion.
+    public let depth: Int
+
+    /// Compiles a nested model (a pipeline stage). Errors name the stage.
+    public func compileSubmodel(_ spec: CoreML_Specification_Model, name: String) throws -> MLModel {
+        guard depth < 32 else {
+            throw MLModelError(.invalidModel, model: modelName, "models nest more than 32 deep")
+        }
+        return try MLModel(specification: spec, configuration: configuration, name: "\(modelName)/\(name)", depth: depth + 1)
+    }
+}
+
+/// The table of model kinds, keyed by `Model.Type` case name. The server, the CLI and
+/// pipelines look kinds up here; nothing else names a kind.
+public final class MLModelKindRegistry: @unchecked Sendable {
+    public static let shared = MLModelKindRegistry()
+    private let lock = NSLock()
+    private var kinds: [String: any MLModelKind.Type] = [:]
+
+    public init() {}
+
+    /// Registers a kind for every case it declares; a later registration replaces an earlier one.
+    public func register(_ kind: any MLModelKind.Type) {
+        lock.lock(); defer { lock.unlock() }
+        for name in kind.specTypes { kinds[name] = kind }
+    }
+
+    public func kind(for specType: String) -> (any MLModelKind.Type)? {
+        lock.lock(); defer { lock.unlock() }
+        return kinds[specType]
+    }
+
+    /// Case names with a registered kind, sorted.
+    public var supportedSpecTypes: [String] {
+        lock.lock(); defer { lock.unlock() }
+        return kinds.keys.sorted()
+    }
+}

@@ -1,0 +1,25 @@
+@_exported import CortadoCore
+import CortadoBayesian
+import CortadoFeatureEngineering
+import CortadoGLM
+import CortadoKNN
+import CortadoPipeline
+import CortadoSVM
+import CortadoTreeEnsemble
+
+/// The built-in model kinds. This is the one place that lists them; everything else
+/// (server, CLI, pipelines) finds a kind through `MLModelKindRegistry`.
+public enum CortadoModels {
+    private static let once: Void = {
+        GLMKinds.register()
+        SVMKinds.register()
+        TreeEnsembleKinds.register()
+        FeatureEngineeringKinds.register()
+        KNNKinds.register()
+        PipelineKinds.register()
+        BayesianKinds.register()
+    }()
+
+    /// Registers every built-in kind with `MLModelKindRegistry.shared`. Safe to call often.
+    public static func registerBuiltinKinds() { _ = once }
+}

@@ -1,0 +1,10 @@
+import CortadoCore
+
+/// Registers the KNN model kinds.
+public enum KNNKinds {
+    public static let all: [any MLModelKind.Type] = []
+
+    public static func register(in registry: MLModelKindRegistry = .shared) {
+        for kind in all { registry.register(kind) }
+    }
+}

@@ -1,0 +1,10 @@
+import CortadoCore
+
+/// Registers the Pipeline model kinds.
+public enum PipelineKinds {
+    public static let all: [any MLModelKind.Type] = []
+
+    public static func register(in registry: MLModelKindRegistry = .shared) {
+        for kind in all { registry.register(kind) }
+    }
+}

@@ -1,0 +1,10 @@
+import CortadoCore
+
+/// Registers the TreeEnsemble model kinds.
+public enum TreeEnsembleKinds {
+    public static let all: [any MLModelKind.Type] = []
+
+    public static func register(in registry: MLModelKindRegistry = .shared) {
+        for kind in all { registry.register(kind) }
+    }
+}
