@@ -45,12 +45,16 @@ let package = Package(
     } + [
         .target(
             name: "CortadoModels",
-            dependencies: ["CortadoCore"] + kinds.map { .byName(name: $0.name) },
+            dependencies: ["CortadoCore", "CortadoSpec"] + kinds.map { .byName(name: $0.name) },
             path: "Sources/CortadoModels"
         ),
         .executableTarget(
             name: "cortado",
-            dependencies: ["CortadoModels", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "CortadoModels",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
             path: "Sources/cortado"
         ),
         .executableTarget(

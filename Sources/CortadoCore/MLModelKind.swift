@@ -24,7 +24,7 @@ extension MLCompiledModel {
 
 /// A model kind: turns the specs of one or more `Model.Type` cases into compiled models.
 /// Each kind lives in its own module and registers itself with `MLModelKindRegistry`.
-public protocol MLModelKind {
+public protocol MLModelKind: SendableMetatype {
     /// The `Model.Type` cases this kind compiles, by their field names (e.g. "glmRegressor").
     static var specTypes: [String] { get }
     /// Compiles a spec. `context` gives the model's description and name, and compiles

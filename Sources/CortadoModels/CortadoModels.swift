@@ -1,4 +1,5 @@
 @_exported import CortadoCore
+@_exported import CortadoSpec
 import CortadoBayesian
 import CortadoFeatureEngineering
 import CortadoGLM

@@ -1,0 +1,45 @@
+# Cortado — common tasks. `make help` lists them.
+SWIFT ?= swift
+PY := .venv/bin/python
+CORTADO_DEBUG := .build/debug/cortado
+EXAMPLE := examples/iris
+
+.PHONY: help setup build release test unit-test conformance bench example protos clean
+
+help:
+	@echo "make example      set up, build and run cortado predict on the bundled example model"
+	@echo "make test         set up, build, run the Swift unit tests and the conformance suite"
+	@echo "make bench        release build, then the benchmarks (Cortado vs XGBoost, scikit-learn)"
+	@echo "make protos       regenerate Protos/CoreML from coremltools' descriptors and Sources/CortadoSpec"
+	@echo "make setup        install the Debian and Python packages the build and tests need"
+
+setup:
+	@scripts/setup.sh
+
+build: setup
+	$(SWIFT) build
+
+release: setup
+	$(SWIFT) build -c release
+
+example: build
+	$(CORTADO_DEBUG) inspect $(EXAMPLE)/model.mlmodel
+	$(CORTADO_DEBUG) predict $(EXAMPLE)/model.mlmodel --input $(EXAMPLE)/rows.jsonl
+
+unit-test: build
+	$(SWIFT) test
+
+conformance: build
+	CORTADO_BIN=$(CORTADO_DEBUG) $(PY) -m pytest -q Tests/Conformance Tests/Format
+
+test: unit-test conformance
+
+bench: release
+	$(PY) bench/run_all.py --bin .build/release
+
+protos: setup
+	PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python $(PY) scripts/write_protos.py Protos/CoreML
+	scripts/generate_swift.sh
+
+clean:
+	rm -rf .build .cases

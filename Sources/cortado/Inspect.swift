@@ -1,0 +1,56 @@
+import ArgumentParser
+import CortadoModels
+import Foundation
+import SwiftProtobuf
+
+struct Inspect: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show a model's type, version, inputs, outputs, metadata and labels.",
+        discussion: "What Xcode's model view shows. A model of a kind Cortado does not run is still described, with the reason it cannot run."
+    )
+
+    @Argument(help: "The .mlmodel file (or .mlpackage folder).")
+    var model: String
+
+    @Flag(help: "Print the whole specification as protobuf JSON (field names as in the Core ML format) instead of the summary.")
+    var specJSON = false
+
+    func run() throws {
+        let url = URL(fileURLWithPath: model)
+        let spec: CoreML_Specification_Model
+        do { spec = try MLModelSpec.read(contentsOf: url).spec } catch { fail("\(error)") }
+        if specJSON {
+            var options = JSONEncodingOptions()
+            options.preserveProtoFieldNames = false
+            do { print(try spec.jsonString(options: options)) } catch { fail("cannot encode the spec as JSON: \(error)") }
+            return
+        }
+        let typeName = MLModelSpec.typeName(spec) ?? "none"
+        print("Model:         \(url.lastPathComponent)")
+        print("Type:          \(typeName)")
+        print("Spec version:  \(spec.specificationVersion)")
+        let description: MLModelDescription
+        do { description = try MLModelDescription(spec.description_p) } catch { fail("\(error)") }
+        let meta = [("Description", description.shortDescription), ("Author", description.author),
+                    ("License", description.license), ("Version", description.versionString)]
+        for (key, value) in meta where !value.isEmpty { print("\((key + ":").padding(toLength: 15, withPad: " ", startingAt: 0))\(value)") }
+        for (key, value) in description.userDefined.sorted(by: { $0.key < $1.key }) { print("Metadata:      \(key) = \(value)") }
+        print("Inputs:")
+        for f in description.inputs { print("  \(f)\(f.shortDescription.isEmpty ? "" : "  — \(f.shortDescription)")") }
+        print("Outputs:")
+        for f in description.outputs { print("  \(f)\(f.shortDescription.isEmpty ? "" : "  — \(f.shortDescription)")") }
+        if let p = description.predictedFeatureName { print("Predicted feature:        \(p)") }
+        if let p = description.predictedProbabilitiesName { print("Predicted probabilities:  \(p)") }
+        do {
+            let loaded = try loadModel(model)
+            if let labels = loaded.compiled.classLabels {
+                let shown = labels.labelStrings.prefix(20).joined(separator: ", ")
+                print("Class labels:  \(labels.count) (\(labels.type)): \(shown)\(labels.count > 20 ? ", …" : "")")
+            }
+            for line in loaded.compiled.summary { print("  \(line)") }
+            print("Runs:          yes")
+        } catch {
+            print("Runs:          no — \(error)")
+        }
+    }
+}
