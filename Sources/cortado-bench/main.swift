@@ -1,1 +1,152 @@
-print("bench")
+import CortadoModels
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// cortado-bench: times a model's dense batch path (`MLDenseBatchPredicting`) on a raw matrix,
+// single-threaded, and prints one JSON object. Timings are for `bench/` scripts to compare
+// side by side; nothing here asserts on them.
+
+let usage = """
+usage: cortado-bench trees MODEL.mlmodel DATA.f64 ROWS FEATURES [--repeat N] [--warmup N] [--out PRED.f64]
+
+  DATA.f64   ROWS x FEATURES little-endian float64 values, row-major.
+  --repeat   timed runs of the whole matrix (default 20); the median is reported.
+  --warmup   untimed runs first (default 2).
+  --out      write the predictions (ROWS x outputWidth float64, row-major) here.
+
+Prints JSON: rows, features, outputWidth, repeat, median/min/max seconds per run,
+median rows/s, whether every output is finite, and a checksum of the outputs.
+"""
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("cortado-bench: \(message)\n".utf8))
+    exit(2)
+}
+
+func now() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
+}
+
+struct Options {
+    var model = ""
+    var data = ""
+    var rows = 0
+    var features = 0
+    var repeats = 20
+    var warmup = 2
+    var out: String?
+
+    init(_ args: [String]) {
+        var positional: [String] = []
+        var i = 0
+        func value(_ flag: String) -> String {
+            i += 1
+            guard i < args.count else { fail("\(flag) needs a value\n\n\(usage)") }
+            return args[i]
+        }
+        func count(_ flag: String, _ text: String, minimum: Int) -> Int {
+            guard let n = Int(text), n >= minimum else { fail("\(flag) must be an integer ≥ \(minimum), got '\(text)'") }
+            return n
+        }
+        while i < args.count {
+            switch args[i] {
+            case "--repeat": repeats = count("--repeat", value("--repeat"), minimum: 1)
+            case "--warmup": warmup = count("--warmup", value("--warmup"), minimum: 0)
+            case "--out": out = value("--out")
+            case "-h", "--help": print(usage); exit(0)
+            default: positional.append(args[i])
+            }
+            i += 1
+        }
+        guard positional.count == 4 else { fail("expected MODEL DATA ROWS FEATURES\n\n\(usage)") }
+        model = positional[0]
+        data = positional[1]
+        rows = count("ROWS", positional[2], minimum: 1)
+        features = count("FEATURES", positional[3], minimum: 1)
+    }
+}
+
+func jsonNumber(_ v: Double) -> String {
+    v.isFinite ? String(v) : "null"
+}
+
+func runTrees(_ o: Options) {
+    CortadoModels.registerBuiltinKinds()
+    let model: MLModel
+    do {
+        model = try MLModel(contentsOf: URL(fileURLWithPath: o.model))
+    } catch {
+        fail("cannot load \(o.model): \(error)")
+    }
+    guard let dense = model.compiled as? MLDenseBatchPredicting else {
+        fail("\(model.specType) models have no dense batch path (MLDenseBatchPredicting)")
+    }
+    guard dense.inputWidth == o.features else {
+        fail("the model reads \(dense.inputWidth) values per row but FEATURES is \(o.features)")
+    }
+    let bytes: Data
+    do { bytes = try Data(contentsOf: URL(fileURLWithPath: o.data), options: .mappedIfSafe) } catch {
+        fail("cannot read \(o.data): \(error.localizedDescription)")
+    }
+    let n = o.rows * o.features
+    guard bytes.count == n * 8 else {
+        fail("\(o.data) holds \(bytes.count) bytes; \(o.rows) x \(o.features) float64 values need \(n * 8)")
+    }
+    var x = [Double](repeating: 0, count: n)
+    x.withUnsafeMutableBytes { dst in bytes.withUnsafeBytes { src in dst.copyMemory(from: src) } }
+    for i in 0..<n { x[i] = Double(bitPattern: UInt64(littleEndian: x[i].bitPattern)) }
+
+    let width = dense.outputWidth
+    var y = [Double](repeating: 0, count: o.rows * width)
+    var times: [Double] = []
+    x.withUnsafeBufferPointer { xs in
+        y.withUnsafeMutableBufferPointer { ys in
+            for _ in 0..<o.warmup { dense.predict(rows: xs.baseAddress!, count: o.rows, into: ys.baseAddress!) }
+            for _ in 0..<o.repeats {
+                let t0 = now()
+                dense.predict(rows: xs.baseAddress!, count: o.rows, into: ys.baseAddress!)
+                times.append(now() - t0)
+            }
+        }
+    }
+    times.sort()
+    let median = times.count % 2 == 1 ? times[times.count / 2] : (times[times.count / 2 - 1] + times[times.count / 2]) / 2
+    let finite = y.allSatisfy(\.isFinite)
+    let checksum = y.reduce(0, +)
+
+    if let path = o.out {
+        var le = Data(capacity: y.count * 8)
+        for v in y { withUnsafeBytes(of: v.bitPattern.littleEndian) { le.append(contentsOf: $0) } }
+        do { try le.write(to: URL(fileURLWithPath: path)) } catch { fail("cannot write \(path): \(error.localizedDescription)") }
+    }
+
+    let fields: [(String, String)] = [
+        ("model", "\"\(model.name)\""),
+        ("specType", "\"\(model.specType)\""),
+        ("rows", String(o.rows)),
+        ("features", String(o.features)),
+        ("outputWidth", String(width)),
+        ("repeat", String(o.repeats)),
+        ("median_seconds", jsonNumber(median)),
+        ("min_seconds", jsonNumber(times.first!)),
+        ("max_seconds", jsonNumber(times.last!)),
+        ("rows_per_second", jsonNumber(Double(o.rows) / median)),
+        ("all_finite", finite ? "true" : "false"),
+        ("checksum", jsonNumber(checksum)),
+    ]
+    print("{" + fields.map { "\"\($0.0)\": \($0.1)" }.joined(separator: ", ") + "}")
+    if !finite { exit(1) }
+}
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+guard let command = arguments.first else { fail("no command\n\n\(usage)") }
+arguments.removeFirst()
+switch command {
+case "trees", "dense": runTrees(Options(arguments))
+case "-h", "--help", "help": print(usage)
+default: fail("unknown command '\(command)'\n\n\(usage)")
+}
