@@ -30,7 +30,7 @@ unit-test: build
 	$(SWIFT) test
 
 conformance: build
-	CORTADO_BIN=$(CORTADO_DEBUG) $(PY) -m pytest -q Tests/Conformance Tests/Format
+	CORTADO_BIN=$(CORTADO_DEBUG) $(PY) -m pytest -q Tests/Conformance Tests/Format Tests/CLI
 
 test: unit-test conformance
 
