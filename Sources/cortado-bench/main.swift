@@ -9,15 +9,18 @@ import Glibc
 // side by side; nothing here asserts on them.
 
 let usage = """
-usage: cortado-bench trees MODEL.mlmodel DATA.f64 ROWS FEATURES [--repeat N] [--warmup N] [--out PRED.f64]
+usage: cortado-bench trees MODEL.mlmodel DATA.f64 ROWS FEATURES [--repeat N] [--warmup N] [--out PRED.f64] [--single N]
 
   DATA.f64   ROWS x FEATURES little-endian float64 values, row-major.
   --repeat   timed runs of the whole matrix (default 20); the median is reported.
   --warmup   untimed runs first (default 2).
   --out      write the predictions (ROWS x outputWidth float64, row-major) here.
+  --single   also time N one-row predictions through MLModel.prediction(from:) (feature
+             providers, input validation, output dictionaries): the per-request path.
 
-Prints JSON: rows, features, outputWidth, repeat, median/min/max seconds per run,
-median rows/s, whether every output is finite, and a checksum of the outputs.
+Prints JSON: rows, features, outputWidth, repeat, median/min/max wall seconds per run,
+median rows/s (wall), median thread-CPU seconds and rows per CPU second (steadier when
+other work shares the cores), whether every output is finite, and a checksum.
 """
 
 func fail(_ message: String) -> Never {
@@ -25,10 +28,20 @@ func fail(_ message: String) -> Never {
     exit(2)
 }
 
-func now() -> Double {
+func clock(_ id: clockid_t) -> Double {
     var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
+    clock_gettime(id, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
+}
+
+/// Wall-clock seconds.
+func now() -> Double { clock(CLOCK_MONOTONIC) }
+/// CPU seconds of this thread: what a run costs even when other work shares the cores.
+func cpuNow() -> Double { clock(CLOCK_THREAD_CPUTIME_ID) }
+
+func median(_ values: [Double]) -> Double {
+    let v = values.sorted()
+    return v.count % 2 == 1 ? v[v.count / 2] : (v[v.count / 2 - 1] + v[v.count / 2]) / 2
 }
 
 struct Options {
@@ -39,6 +52,7 @@ struct Options {
     var repeats = 20
     var warmup = 2
     var out: String?
+    var single = 0
 
     init(_ args: [String]) {
         var positional: [String] = []
@@ -57,6 +71,7 @@ struct Options {
             case "--repeat": repeats = count("--repeat", value("--repeat"), minimum: 1)
             case "--warmup": warmup = count("--warmup", value("--warmup"), minimum: 0)
             case "--out": out = value("--out")
+            case "--single": single = count("--single", value("--single"), minimum: 0)
             case "-h", "--help": print(usage); exit(0)
             default: positional.append(args[i])
             }
@@ -72,6 +87,42 @@ struct Options {
 
 func jsonNumber(_ v: Double) -> String {
     v.isFinite ? String(v) : "null"
+}
+
+/// One feature provider per row, shaped like the model's inputs: one multi-array input, or
+/// one int64/double input per column.
+func providers(for model: MLModel, _ x: [Double], rows: Int, features: Int) -> [MLFeatureProvider] {
+    let inputs = model.modelDescription.inputs
+    return (0..<min(rows, 1024)).map { r in
+        let row = Array(x[(r * features)..<((r + 1) * features)])
+        if inputs.count == 1, inputs[0].type == .multiArray {
+            let dataType = inputs[0].multiArrayConstraint?.dataType ?? .double
+            let shape = inputs[0].multiArrayConstraint?.shape ?? [features]
+            guard let array = try? MLMultiArray(row, shape: shape.isEmpty ? [features] : shape, dataType: dataType) else {
+                fail("cannot build a \(shape) input from \(features) values")
+            }
+            return MLDictionaryFeatureProvider(dictionary: [inputs[0].name: MLFeatureValue(multiArray: array)])
+        }
+        guard inputs.count == features else { fail("the model has \(inputs.count) inputs, not \(features) columns") }
+        var d: [String: MLFeatureValue] = [:]
+        for (i, input) in inputs.enumerated() {
+            d[input.name] = input.type == .int64 ? MLFeatureValue(int64: Int64(row[i])) : MLFeatureValue(double: row[i])
+        }
+        return MLDictionaryFeatureProvider(dictionary: d)
+    }
+}
+
+/// Wall and CPU seconds for `count` one-row predictions, cycling through the rows.
+func timeSingle(_ model: MLModel, _ x: [Double], rows: Int, features: Int, count: Int) -> (Double, Double) {
+    let inputs = providers(for: model, x, rows: rows, features: features)
+    do {
+        for p in inputs.prefix(100) { _ = try model.prediction(from: p) }
+        let (t0, c0) = (now(), cpuNow())
+        for i in 0..<count { _ = try model.prediction(from: inputs[i % inputs.count]) }
+        return (now() - t0, cpuNow() - c0)
+    } catch {
+        fail("prediction failed: \(error)")
+    }
 }
 
 func runTrees(_ o: Options) {
@@ -103,18 +154,22 @@ func runTrees(_ o: Options) {
     let width = dense.outputWidth
     var y = [Double](repeating: 0, count: o.rows * width)
     var times: [Double] = []
+    var cpuTimes: [Double] = []
     x.withUnsafeBufferPointer { xs in
         y.withUnsafeMutableBufferPointer { ys in
             for _ in 0..<o.warmup { dense.predict(rows: xs.baseAddress!, count: o.rows, into: ys.baseAddress!) }
             for _ in 0..<o.repeats {
-                let t0 = now()
+                let (t0, c0) = (now(), cpuNow())
                 dense.predict(rows: xs.baseAddress!, count: o.rows, into: ys.baseAddress!)
-                times.append(now() - t0)
+                let (t1, c1) = (now(), cpuNow())
+                times.append(t1 - t0)
+                cpuTimes.append(c1 - c0)
             }
         }
     }
     times.sort()
-    let median = times.count % 2 == 1 ? times[times.count / 2] : (times[times.count / 2 - 1] + times[times.count / 2]) / 2
+    let wall = median(times)
+    let cpu = median(cpuTimes)
     let finite = y.allSatisfy(\.isFinite)
     let checksum = y.reduce(0, +)
 
@@ -124,6 +179,14 @@ func runTrees(_ o: Options) {
         do { try le.write(to: URL(fileURLWithPath: path)) } catch { fail("cannot write \(path): \(error.localizedDescription)") }
     }
 
+    var singleFields: [(String, String)] = []
+    if o.single > 0 {
+        let (seconds, cpu) = timeSingle(model, x, rows: o.rows, features: o.features, count: o.single)
+        singleFields = [("single_predictions", String(o.single)),
+                        ("single_microseconds", jsonNumber(seconds / Double(o.single) * 1e6)),
+                        ("single_cpu_microseconds", jsonNumber(cpu / Double(o.single) * 1e6))]
+    }
+
     let fields: [(String, String)] = [
         ("model", "\"\(model.name)\""),
         ("specType", "\"\(model.specType)\""),
@@ -131,13 +194,15 @@ func runTrees(_ o: Options) {
         ("features", String(o.features)),
         ("outputWidth", String(width)),
         ("repeat", String(o.repeats)),
-        ("median_seconds", jsonNumber(median)),
+        ("median_seconds", jsonNumber(wall)),
         ("min_seconds", jsonNumber(times.first!)),
         ("max_seconds", jsonNumber(times.last!)),
-        ("rows_per_second", jsonNumber(Double(o.rows) / median)),
+        ("rows_per_second", jsonNumber(Double(o.rows) / wall)),
+        ("median_cpu_seconds", jsonNumber(cpu)),
+        ("rows_per_cpu_second", jsonNumber(Double(o.rows) / cpu)),
         ("all_finite", finite ? "true" : "false"),
         ("checksum", jsonNumber(checksum)),
-    ]
+    ] + singleFields
     print("{" + fields.map { "\"\($0.0)\": \($0.1)" }.joined(separator: ", ") + "}")
     if !finite { exit(1) }
 }

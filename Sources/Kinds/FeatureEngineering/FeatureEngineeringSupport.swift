@@ -127,6 +127,13 @@ struct FeatureEngineeringArrayOutput: Sendable {
         }
     }
 
+    /// True when `x` truncated toward zero is an Int32 (NaN, infinities and larger
+    /// magnitudes are not; the multi-array store would trap on some of them).
+    @inline(__always)
+    static func fitsInt32(_ x: Double) -> Bool {
+        x.isFinite && x.rounded(.towardZero) >= Double(Int32.min) && x.rounded(.towardZero) <= Double(Int32.max)
+    }
+
     func shape(count: Int, like inputShape: [Int]?) -> [Int] {
         if let s = fixedShape, s.reduce(1, *) == count { return s }
         if let s = inputShape, !s.isEmpty, s.reduce(1, *) == count { return s }
@@ -136,10 +143,8 @@ struct FeatureEngineeringArrayOutput: Sendable {
     /// The output array (the caller's backing when one was given), filled with `values`.
     func value(_ values: UnsafeBufferPointer<Double>, like inputShape: [Int]? = nil,
                options: MLPredictionOptions) throws -> MLFeatureValue {
-        if dataType == .int32 {
-            for (i, x) in values.enumerated() where !x.isFinite {
-                throw MLModelError.featureType(name, "element \(i) is \(x), which an INT32 output cannot hold")
-            }
+        if dataType == .int32, let i = values.firstIndex(where: { !Self.fitsInt32($0) }) {
+            throw MLModelError.featureType(name, "element \(i) is \(values[i]), which an INT32 output cannot hold")
         }
         let array = try options.outputArray(named: name, shape: shape(count: values.count, like: inputShape), dataType: dataType)
         if values.count > 0 { array.write(contiguous: values) }

@@ -57,7 +57,7 @@ final class MLCompiledFeatureVectorizer: MLCompiledModel {
             }
             guard entry.inputDimensions > 0, entry.inputDimensions <= UInt64(Int32.max) else {
                 throw MLModelError(.invalidModel, feature: name,
-                                   "\(kind) inputList[\(i)] has inputDimensions \(entry.inputDimensions) (expected at least 1)")
+                                   "\(kind) inputList[\(i)] has inputDimensions \(entry.inputDimensions) (expected 1 to \(Int32.max))")
             }
             let width = Int(entry.inputDimensions)
             let source: Source

@@ -79,7 +79,7 @@ final class MLCompiledIdentity: MLCompiledModel {
                         throw MLModelError.featureType(route.output, "output backing has \(backing.count) elements, the output has \(a.count) (shape \(a.shape))")
                     }
                     try FeatureEngineeringArrayInput.withDoubles(a) { x, n in
-                        if backing.dataType == .int32, let bad = (0..<n).first(where: { !x[$0].isFinite }) {
+                        if backing.dataType == .int32, let bad = (0..<n).first(where: { !FeatureEngineeringArrayOutput.fitsInt32(x[$0]) }) {
                             throw MLModelError.featureType(route.output, "element \(bad) is \(x[bad]), which the INT32 output backing cannot hold")
                         }
                         backing.write(contiguous: UnsafeBufferPointer(start: x, count: n))

@@ -5,8 +5,9 @@ import CortadoSpec
 /// one-hot vector over the model's category list.
 ///
 /// - The input is int64 (with `int64Categories`) or string (with `stringCategories`),
-///   as Core ML's validator requires. A double holding an integer is read as that int64
-///   (Core ML converts between the scalar types); any other double matches no category.
+///   as Core ML's validator requires; an input declared double is accepted with
+///   `int64Categories`. A double holding an integer is read as that int64 (Core ML
+///   converts between the scalar types); any other double matches no category.
 /// - `outputSparse` false: the output is a multi-array of one element per category, 1 at
 ///   the category's position and 0 elsewhere. `outputSparse` true: the output is an
 ///   int64-keyed dictionary `{position: 1.0}`. The declared output type must agree with

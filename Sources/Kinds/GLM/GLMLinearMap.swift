@@ -63,12 +63,25 @@ struct GLMLinearMap: Sendable {
         weights.withUnsafeBufferPointer { w in
             let w = w.baseAddress!
             for r in 0..<rows {
-                let row = w + r * width
-                var sum = 0.0
-                for i in 0..<width { sum += row[i] * x[i] }
-                out[r] = offsets[r] + sum
+                out[r] = offsets[r] + Self.dot(w + r * width, x, width)
             }
         }
+    }
+
+    /// `Σ a_i b_i` with four running sums, so long rows do not wait on one addition chain.
+    @inline(__always)
+    static func dot(_ a: UnsafePointer<Double>, _ b: UnsafePointer<Double>, _ n: Int) -> Double {
+        var s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0
+        var i = 0
+        while i + 4 <= n {
+            s0 += a[i] * b[i]; s1 += a[i + 1] * b[i + 1]; s2 += a[i + 2] * b[i + 2]; s3 += a[i + 3] * b[i + 3]
+            i += 4
+        }
+        while i < n {
+            s0 += a[i] * b[i]
+            i += 1
+        }
+        return (s0 + s1) + (s2 + s3)
     }
 }
 

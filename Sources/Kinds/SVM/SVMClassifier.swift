@@ -121,7 +121,7 @@ final class SVMClassifierModel: MLCompiledModel, MLDenseBatchPredicting {
         // is less work than a pass over the support vectors.
         let width = vectors.dimension ?? 0
         foldWidth = width
-        if kernel.isLinear && pairs * width <= vectors.storedValues {
+        if kernel.isLinear && width > 0 && pairs * width <= vectors.storedValues {
             var weights: [Double] = []
             weights.reserveCapacity(pairs * width)
             let l = total
@@ -166,10 +166,7 @@ final class SVMClassifierModel: MLCompiledModel, MLDenseBatchPredicting {
         if let linearWeights {
             linearWeights.withUnsafeBufferPointer { w in
                 for p in 0..<pairs {
-                    var sum = 0.0
-                    let row = p * foldWidth
-                    for i in 0..<foldWidth { sum += w[row + i] * x[i] }
-                    dec[p] = sum - rho[p]
+                    dec[p] = SVMSupportVectors.dot(w.baseAddress! + p * foldWidth, x, foldWidth) - rho[p]
                 }
             }
             return

@@ -72,7 +72,7 @@ final class SVMRegressorModel: MLCompiledModel, MLDenseBatchPredicting {
 
         let width = vectors.dimension ?? 0
         foldWidth = width
-        if kernel.isLinear && width <= vectors.storedValues {
+        if kernel.isLinear && width > 0 && width <= vectors.storedValues {
             linearWeights = vectors.fold(dimension: width) { alpha[$0] }
         } else {
             linearWeights = nil
@@ -95,7 +95,7 @@ final class SVMRegressorModel: MLCompiledModel, MLDenseBatchPredicting {
         var sum = 0.0
         if let linearWeights {
             linearWeights.withUnsafeBufferPointer { w in
-                for i in 0..<foldWidth { sum += w[i] * x[i] }
+                sum = SVMSupportVectors.dot(w.baseAddress!, x, foldWidth)
             }
         } else {
             kernel.evaluate(vectors, x: x, xNorm: xNorm, into: kvalue)

@@ -3,7 +3,8 @@
 /// Every tree gets one of three forms for rows without NaN:
 /// - **perfect**: a shallow tree padded to a complete binary tree of its depth `D`, stored
 ///   breadth-first (children of slot `i` at `2i+1`, `2i+2`) with `2^D` leaf slots. A row
-///   takes exactly `D` steps and no child pointer is loaded: `i = 2i + (x ≤ c ? 1 : 2)`.
+///   takes exactly `D` steps and no child pointer is loaded: `i = 2i + 1 + (x > c ? 1 : 0)`.
+///   Padding and constant tests are "always left" nodes (`c = +∞`); no threshold is NaN.
 /// - **compact**: any depth, pre-order (left child at `i+1`, right child stored); leaves loop
 ///   to themselves so a block of rows steps in lockstep until none moves.
 /// - **generic**: Core ML's node semantics verbatim (every comparison, NaN routing); used by
@@ -55,6 +56,9 @@ struct TreeEnsembleLayout: Sendable {
     var fastNodes: [FastNode] = []
     /// Compact form: per fast node, the leaf number of a leaf (else -1).
     var compactLeaf: [Int32] = []
+    /// Compact form: per fast node, two tree-relative successors: `[2i]` when `x ≤ c` fails
+    /// (the right child), `[2i + 1]` when it holds (`i + 1`); a leaf's are itself.
+    var compactChildren: [Int32] = []
     var genericNodes: [GenericNode] = []
     /// Leaf tables: one value per leaf (single-slot trees) or `dimensions` values per leaf.
     var leafValues: [Double] = []
@@ -96,6 +100,8 @@ struct TreeEnsembleLayout: Sendable {
         if !tree.usesEquality {
             let internalCount = tree.nodes.count - tree.leaves.count
             let padded = (1 << min(tree.depth, 62)) - 1
+            // Perfect when shallow, or up to depth 10 when padding at most quadruples the
+            // branch nodes (a sparse deep tree would pay steps and memory for empty slots).
             if tree.depth <= 6 || (tree.depth <= Self.maxPerfectDepth && padded <= 4 * internalCount) {
                 info.kind = .perfect
                 info.perfectLeafBase = leafValues.count
@@ -137,6 +143,7 @@ struct TreeEnsembleLayout: Sendable {
         let alwaysLeft = FastNode(threshold: .infinity, feature: 0, right: 0)
         fastNodes.append(contentsOf: repeatElement(alwaysLeft, count: internalCount))
         compactLeaf.append(contentsOf: repeatElement(-1, count: internalCount))
+        compactChildren.append(contentsOf: repeatElement(0, count: 2 * internalCount))
         let leafBase = leafValues.count
         let width = slot >= 0 ? 1 : dimensions
         leafValues.append(contentsOf: repeatElement(0, count: leafCount * width))
@@ -162,8 +169,14 @@ struct TreeEnsembleLayout: Sendable {
                 continue
             }
             let (c0, trueIsLeft) = Self.normalize(node.op, node.threshold)!
-            fastNodes[base + s] = FastNode(threshold: c0, feature: Int32(node.feature), right: 0)
             let (left, right) = trueIsLeft ? (node.trueChild, node.falseChild) : (node.falseChild, node.trueChild)
+            if c0.isNaN {
+                // Never left: the right subtree moves to the left of an always-left node, so
+                // the perfect walk's `x > c` test never meets a NaN threshold.
+                stack.append((right, 2 * s + 1, level + 1))
+                continue
+            }
+            fastNodes[base + s] = FastNode(threshold: c0, feature: Int32(node.feature), right: 0)
             stack.append((right, 2 * s + 2, level + 1))
             stack.append((left, 2 * s + 1, level + 1))
         }
@@ -174,22 +187,28 @@ struct TreeEnsembleLayout: Sendable {
         var stack: [(node: Int, parent: Int)] = [(0, -1)]
         while let (c, parent) = stack.popLast() {
             let i = fastNodes.count - base
-            if parent >= 0 { fastNodes[base + parent].right = Int32(i) }
+            if parent >= 0 {
+                fastNodes[base + parent].right = Int32(i)
+                compactChildren[2 * (base + parent)] = Int32(i)
+            }
             let node = tree.nodes[c]
             if node.op == .leaf {
                 // x ≤ NaN is false for every x: the row stays here.
                 fastNodes.append(FastNode(threshold: .nan, feature: 0, right: Int32(i)))
                 compactLeaf.append(Int32(node.leaf))
+                compactChildren.append(contentsOf: [Int32(i), Int32(i)])
                 continue
             }
             compactLeaf.append(-1)
             if node.trueChild == node.falseChild {
                 fastNodes.append(FastNode(threshold: .infinity, feature: 0, right: Int32(i + 1)))
+                compactChildren.append(contentsOf: [Int32(i + 1), Int32(i + 1)])
                 stack.append((node.trueChild, -1))
                 continue
             }
             let (c0, trueIsLeft) = Self.normalize(node.op, node.threshold)!
             fastNodes.append(FastNode(threshold: c0, feature: Int32(node.feature), right: -1))
+            compactChildren.append(contentsOf: [-1, Int32(i + 1)])
             let (left, right) = trueIsLeft ? (node.trueChild, node.falseChild) : (node.falseChild, node.trueChild)
             stack.append((right, i))
             stack.append((left, -1))
