@@ -91,7 +91,7 @@ public final class MLFeatureValue: @unchecked Sendable, CustomStringConvertible 
     public var int64Value: Int64 {
         switch storage {
         case .int64(let v): return v
-        case .double(let v): return Int64(v)
+        case .double(let v): return v.isFinite ? Int64(clamping: Int64(exactly: v.rounded(.towardZero)) ?? (v < 0 ? .min : .max)) : 0
         default: return 0
         }
     }

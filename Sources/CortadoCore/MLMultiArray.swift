@@ -102,7 +102,7 @@ public final class MLMultiArray: @unchecked Sendable, CustomStringConvertible {
         case .double: dataPointer.assumingMemoryBound(to: Double.self)[offset] = value
         case .float32: dataPointer.assumingMemoryBound(to: Float.self)[offset] = Float(value)
         case .float16: dataPointer.assumingMemoryBound(to: Float16.self)[offset] = Float16(value)
-        case .int32: dataPointer.assumingMemoryBound(to: Int32.self)[offset] = Int32(clamping: Int64(value.rounded(.towardZero)))
+        case .int32: dataPointer.assumingMemoryBound(to: Int32.self)[offset] = value.isNaN ? 0 : Int32(max(min(value.rounded(.towardZero), Double(Int32.max)), Double(Int32.min)))
         }
     }
 

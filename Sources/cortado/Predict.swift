@@ -44,16 +44,8 @@ struct Predict: ParsableCommand {
             lineNumber += 1
             if rawLine.allSatisfy({ $0 == 32 || $0 == 9 || $0 == 13 }) { continue }
             do {
-                let object: [String: Any]
-                do {
-                    guard let parsed = try JSONSerialization.jsonObject(with: Data(rawLine), options: [.fragmentsAllowed]) as? [String: Any] else {
-                        throw MLModelError(.parse, "expected a JSON object of input features")
-                    }
-                    object = parsed
-                } catch let error as MLModelError {
-                    throw error
-                } catch {
-                    throw MLModelError(.parse, "malformed JSON: \((error as NSError).userInfo["NSDebugDescription"] ?? error.localizedDescription)")
+                guard let object = try MLJSONParser.parse(rawLine) as? [String: Any] else {
+                    throw MLModelError(.parse, "expected a JSON object of input features")
                 }
                 let features = try MLFeatureJSON.decodeInputs(object, description: description)
                 let result = try loaded.prediction(from: features)

@@ -70,4 +70,16 @@ final class MLFeatureJSONTests: XCTestCase {
             XCTAssertEqual(($0 as! MLModelError).feature, "b")
         }
     }
+
+    func testParserReadsDoublesExactlyAndRejectsBadText() throws {
+        let row = try MLJSONParser.parse(Array(#"{"x": -52.81717522634557, "n": 9007199254740993, "s": "a\u00e9\ud83d\ude00", "a": [1e-3, true, null]}"#.utf8)) as! [String: Any]
+        XCTAssertEqual((row["x"] as! NSNumber).doubleValue, -52.81717522634557)
+        XCTAssertEqual((row["n"] as! NSNumber).int64Value, 9007199254740993, "integers stay exact beyond 2^53")
+        XCTAssertEqual(row["s"] as? String, "a\u{e9}\u{1F600}")
+        XCTAssertEqual(((row["a"] as! [Any])[0] as! NSNumber).doubleValue, 0.001)
+        XCTAssertTrue((row["a"] as! [Any])[2] is NSNull)
+        for bad in ["{not json", "{\"a\":1,}", "[1 2]", "\"open", "{\"a\":01x}", "{} x", ""] {
+            XCTAssertThrowsError(try MLJSONParser.parse(Array(bad.utf8)), bad)
+        }
+    }
 }
