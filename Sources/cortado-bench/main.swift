@@ -6,10 +6,16 @@ import Glibc
 
 // cortado-bench: times a model's dense batch path (`MLDenseBatchPredicting`) on a raw matrix,
 // single-threaded, and prints one JSON object. Timings are for `bench/` scripts to compare
-// side by side; nothing here asserts on them.
+// side by side; nothing here asserts on them. Any kind with a dense batch path works (tree
+// ensembles, GLMs, SVMs); the `trees` and `glm` commands are names for the same measurement
+// that also check the model is of that family.
 
 let usage = """
-usage: cortado-bench trees MODEL.mlmodel DATA.f64 ROWS FEATURES [--repeat N] [--warmup N] [--out PRED.f64] [--single N]
+usage: cortado-bench dense|trees|glm MODEL.mlmodel DATA.f64 ROWS FEATURES [--repeat N] [--warmup N] [--out PRED.f64] [--single N]
+
+  dense      any model with a dense batch path (MLDenseBatchPredicting).
+  trees      the same, and the model must be a tree ensemble (treeEnsemble*).
+  glm        the same, and the model must be a GLM (glmRegressor, glmClassifier).
 
   DATA.f64   ROWS x FEATURES little-endian float64 values, row-major.
   --repeat   timed runs of the whole matrix (default 20); the median is reported.
@@ -125,13 +131,16 @@ func timeSingle(_ model: MLModel, _ x: [Double], rows: Int, features: Int, count
     }
 }
 
-func runTrees(_ o: Options) {
+func runDense(_ o: Options, family: String? = nil, specTypePrefix: String? = nil) {
     CortadoModels.registerBuiltinKinds()
     let model: MLModel
     do {
         model = try MLModel(contentsOf: URL(fileURLWithPath: o.model))
     } catch {
         fail("cannot load \(o.model): \(error)")
+    }
+    if let prefix = specTypePrefix, let family, !model.specType.hasPrefix(prefix) {
+        fail("\(o.model) is a \(model.specType) model, not a \(family) (\(prefix)*); use `cortado-bench dense` for any kind")
     }
     guard let dense = model.compiled as? MLDenseBatchPredicting else {
         fail("\(model.specType) models have no dense batch path (MLDenseBatchPredicting)")
@@ -211,7 +220,9 @@ var arguments = Array(CommandLine.arguments.dropFirst())
 guard let command = arguments.first else { fail("no command\n\n\(usage)") }
 arguments.removeFirst()
 switch command {
-case "trees", "dense": runTrees(Options(arguments))
+case "dense": runDense(Options(arguments))
+case "trees": runDense(Options(arguments), family: "tree ensemble", specTypePrefix: "treeEnsemble")
+case "glm": runDense(Options(arguments), family: "GLM", specTypePrefix: "glm")
 case "-h", "--help", "help": print(usage)
 default: fail("unknown command '\(command)'\n\n\(usage)")
 }

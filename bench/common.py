@@ -1,0 +1,145 @@
+"""Shared pieces of the bench/ scripts: one thread, the cortado-bench binary, timing, results.
+
+Import this module before numpy (or anything that loads a BLAS or OpenMP runtime): importing
+it pins every numerical library to one thread, the benchmarks' definition of a fair comparison.
+"""
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+
+# Before numpy/scikit-learn/XGBoost load OpenBLAS, MKL or OpenMP: their pools read these once.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+             "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import numpy as np  # noqa: E402  (after the thread settings on purpose)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_BIN = os.path.join(ROOT, ".build", "release")
+BUILD_HINT = "swift build -c release --product cortado-bench"
+
+
+def quiet_coremltools():
+    """coremltools warns at import on Linux that its native predict proxy is missing (it is
+    never used here: Cortado predicts) and that it has not been tested with XGBoost 2."""
+    logging.getLogger("coremltools").setLevel(logging.ERROR)
+
+
+def resolve_bin(path):
+    """`--bin` takes the build folder (`.build/release`, what `make bench` passes) or the
+    `cortado-bench` executable itself. Exits with a build hint when it is not there."""
+    candidate = os.path.join(path, "cortado-bench") if os.path.isdir(path) else path
+    if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
+        sys.exit(f"no cortado-bench executable at {candidate}; build it with: {BUILD_HINT}")
+    return candidate
+
+
+def add_common_args(parser, repeat):
+    parser.add_argument("--bin", default=DEFAULT_BIN,
+                        help="build folder holding cortado-bench, or the executable (default .build/release)")
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--features", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=repeat, help="timed runs per engine (median reported)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--keep", help="folder to keep the model, data and prediction files in")
+    parser.add_argument("--summary", help="write the results as JSON here (bench/run_all.py reads it)")
+
+
+def thread_report():
+    """One line naming the BLAS/OpenMP pools numpy & co. loaded and their thread counts."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "threadpoolctl not installed"
+    pools = threadpool_info()
+    if not pools:
+        return "no BLAS/OpenMP pools loaded"
+    seen = {}
+    for p in pools:
+        key = (p.get("internal_api"), p.get("num_threads"))
+        seen[key] = seen.get(key, 0) + 1
+    return ", ".join(f"{api}{f' x{n}' if n > 1 else ''}: {threads} thread{'s' if threads != 1 else ''}"
+                     for (api, threads), n in seen.items())
+
+
+def time_python(fn, repeat, warmup=3):
+    """Median wall and process-CPU seconds of `fn()` over `repeat` runs, and its last result."""
+    import gc
+    for _ in range(warmup):
+        result = fn()
+    wall, cpu = [], []
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeat):
+            t0, c0 = time.perf_counter(), time.process_time()
+            result = fn()
+            wall.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+    finally:
+        if enabled:
+            gc.enable()
+    return float(np.median(wall)), float(np.median(cpu)), result
+
+
+def run_cortado(binary, mode, model_path, X, repeat, workdir, name):
+    """Times `cortado-bench MODE` on the rows of X (written as little-endian float64) and
+    returns its JSON report and the predictions (rows x outputWidth)."""
+    data_path = os.path.join(workdir, name + "_rows.f64")
+    out_path = os.path.join(workdir, name + "_cortado.f64")
+    X.astype("<f8").tofile(data_path)
+    cmd = [binary, mode, model_path, data_path, str(X.shape[0]), str(X.shape[1]),
+           "--repeat", str(repeat), "--out", out_path]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"cortado-bench failed ({done.returncode}): {done.stderr.strip()}\n{done.stdout}")
+    report = json.loads(done.stdout)
+    pred = np.fromfile(out_path, dtype="<f8").reshape(X.shape[0], report["outputWidth"])
+    return report, pred
+
+
+def max_relative_error(cortado, reference):
+    """max |cortado - reference| / max(1, |reference|) (absolute near zero, relative above 1)."""
+    if cortado.shape != reference.shape:
+        return float("inf")
+    return float((np.abs(cortado - reference) / np.maximum(1.0, np.abs(reference))).max())
+
+
+def result_row(name, reference_engine, rows, ref_wall, ref_cpu, report, error, tolerance):
+    """One benchmark case, as printed in the tables and written to --summary."""
+    ok = bool(report["all_finite"]) and error <= tolerance
+    return {
+        "case": name,
+        "reference": reference_engine,
+        "rows": rows,
+        "reference_rows_per_second": rows / ref_wall,
+        "reference_rows_per_cpu_second": rows / ref_cpu if ref_cpu > 0 else float("inf"),
+        "cortado_rows_per_second": report["rows_per_second"],
+        "cortado_rows_per_cpu_second": report["rows_per_cpu_second"],
+        "wall_ratio": report["rows_per_second"] / (rows / ref_wall),
+        "cpu_ratio": report["rows_per_cpu_second"] / (rows / ref_cpu) if ref_cpu > 0 else float("nan"),
+        "max_error": error,
+        "tolerance": tolerance,
+        "agree": ok,
+    }
+
+
+def print_table(results, reference_label):
+    w = max(20, max(len(r["case"]) for r in results))
+    ref_head = f"{reference_label} rows/s"
+    print(f"{'model':<{w}} {'clock':<5} {ref_head:>20} {'cortado rows/s':>16} {'cortado/' + reference_label:>18}")
+    for r in results:
+        print(f"{r['case']:<{w}} {'wall':<5} {r['reference_rows_per_second']:>20,.0f} "
+              f"{r['cortado_rows_per_second']:>16,.0f} {r['wall_ratio']:>17.2f}x")
+        print(f"{'':<{w}} {'cpu':<5} {r['reference_rows_per_cpu_second']:>20,.0f} "
+              f"{r['cortado_rows_per_cpu_second']:>16,.0f} {r['cpu_ratio']:>17.2f}x")
+
+
+def write_summary(path, benchmark, description, results):
+    if not path:
+        return
+    with open(path, "w") as f:
+        json.dump({"benchmark": benchmark, "description": description, "results": results}, f, indent=1)
