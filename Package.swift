@@ -27,6 +27,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-protobuf", exact: "1.39.0", traits: []),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         .target(
@@ -48,10 +49,36 @@ let package = Package(
             dependencies: ["CortadoCore", "CortadoSpec"] + kinds.map { .byName(name: $0.name) },
             path: "Sources/CortadoModels"
         ),
+        // The server: C libraries, the transport (knows no protobuf and no model), the
+        // generated service messages, and the services on top (know no model kind).
+        .systemLibrary(name: "CLibUV", path: "Sources/CSystem/CLibUV", pkgConfig: "libuv"),
+        .systemLibrary(name: "CNGHTTP2", path: "Sources/CSystem/CNGHTTP2", pkgConfig: "libnghttp2"),
+        .target(
+            name: "CortadoGRPC",
+            dependencies: ["CLibUV", "CNGHTTP2"],
+            path: "Sources/CortadoGRPC",
+            swiftSettings: fastMath
+        ),
+        .target(
+            name: "CortadoServerProtos",
+            dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Sources/CortadoServerProtos"
+        ),
+        .target(
+            name: "CortadoServer",
+            dependencies: [
+                "CortadoCore", "CortadoGRPC", "CortadoServerProtos",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/CortadoServer",
+            swiftSettings: fastMath
+        ),
         .executableTarget(
             name: "cortado",
             dependencies: [
                 "CortadoModels",
+                "CortadoServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
@@ -67,6 +94,11 @@ let package = Package(
             name: "CortadoCoreTests",
             dependencies: ["CortadoCore"],
             path: "Tests/CortadoCoreTests"
+        ),
+        .testTarget(
+            name: "CortadoGRPCTests",
+            dependencies: ["CortadoGRPC"],
+            path: "Tests/CortadoGRPCTests"
         ),
         .testTarget(
             name: "CortadoKindsTests",

@@ -1,0 +1,4 @@
+#ifndef CORTADO_CLIBUV_SHIM_H
+#define CORTADO_CLIBUV_SHIM_H
+#include <uv.h>
+#endif

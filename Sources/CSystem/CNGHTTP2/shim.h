@@ -1,0 +1,4 @@
+#ifndef CORTADO_CNGHTTP2_SHIM_H
+#define CORTADO_CNGHTTP2_SHIM_H
+#include <nghttp2/nghttp2.h>
+#endif

@@ -1,0 +1,77 @@
+/// gRPC's length-prefixed messages: a 1-byte compressed flag, a 4-byte big-endian length,
+/// then the message. A request body arrives as HTTP/2 DATA chunks of any size; the reader
+/// is a small state machine fed chunk by chunk.
+public struct GRPCMessageReader: Sendable {
+    public enum ReadError: Error, Equatable, Sendable {
+        /// The message declares more bytes than the limit allows.
+        case tooLarge(declared: Int, limit: Int)
+        /// The compressed flag is set (or is not 0/1).
+        case compressed
+    }
+
+    /// The largest message accepted, in bytes (not counting the 5-byte prefix).
+    public let maxMessageSize: Int
+    private var header: [UInt8] = []
+    private var expected = -1
+    private var body: [UInt8] = []
+    /// Complete messages read so far.
+    public private(set) var messages: [[UInt8]] = []
+    /// Bytes of a message still being read (an incomplete prefix or body).
+    public var hasPartialMessage: Bool { !header.isEmpty || expected >= 0 }
+
+    public init(maxMessageSize: Int) {
+        self.maxMessageSize = maxMessageSize
+    }
+
+    /// Consumes a chunk of the body.
+    public mutating func append(_ chunk: UnsafeRawBufferPointer) throws {
+        var index = 0
+        let count = chunk.count
+        while index < count {
+            if expected < 0 {
+                let take = min(5 - header.count, count - index)
+                header.append(contentsOf: chunk[index..<(index + take)])
+                index += take
+                guard header.count == 5 else { return }
+                guard header[0] == 0 else { throw ReadError.compressed }
+                let length = Int(header[1]) << 24 | Int(header[2]) << 16 | Int(header[3]) << 8 | Int(header[4])
+                guard length <= maxMessageSize else { throw ReadError.tooLarge(declared: length, limit: maxMessageSize) }
+                expected = length
+                body = []
+                body.reserveCapacity(length)
+            }
+            let take = min(expected - body.count, count - index)
+            if take > 0 {
+                body.append(contentsOf: chunk[index..<(index + take)])
+                index += take
+            }
+            if body.count == expected {
+                messages.append(body)
+                body = []
+                header.removeAll(keepingCapacity: true)
+                expected = -1
+            }
+        }
+    }
+
+    public mutating func append(_ bytes: [UInt8]) throws {
+        var copy = bytes
+        try copy.withUnsafeMutableBytes { raw in try self.append(UnsafeRawBufferPointer(raw)) }
+    }
+}
+
+public enum GRPCMessageWriter {
+    /// `message` with its 5-byte uncompressed prefix.
+    public static func frame(_ message: [UInt8]) -> [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(message.count + 5)
+        let n = UInt32(message.count)
+        out.append(0)
+        out.append(UInt8(truncatingIfNeeded: n >> 24))
+        out.append(UInt8(truncatingIfNeeded: n >> 16))
+        out.append(UInt8(truncatingIfNeeded: n >> 8))
+        out.append(UInt8(truncatingIfNeeded: n))
+        out.append(contentsOf: message)
+        return out
+    }
+}

@@ -1,0 +1,49 @@
+import Foundation
+
+/// A unary method handler. It runs on the loop thread, so it must not block: it answers at
+/// once or passes the call on to a worker.
+public typealias GRPCUnaryHandler = @Sendable (GRPCServerCall) -> Void
+
+/// What a service contributes to the router: its full name and its methods.
+public protocol GRPCService: AnyObject, Sendable {
+    /// `package.Service`.
+    var serviceName: String { get }
+    /// Method name to handler.
+    var methods: [String: GRPCUnaryHandler] { get }
+}
+
+/// Maps `/package.Service/Method` paths to handlers. Built before the server starts and
+/// read-only afterwards.
+public final class GRPCRouter: @unchecked Sendable {
+    private var handlers: [String: GRPCUnaryHandler] = [:]
+    private var services: Set<String> = []
+
+    public init() {}
+
+    public func register(_ service: any GRPCService) {
+        services.insert(service.serviceName)
+        for (method, handler) in service.methods {
+            handlers["/\(service.serviceName)/\(method)"] = handler
+        }
+    }
+
+    public func register(path: String, _ handler: @escaping GRPCUnaryHandler) {
+        handlers[path] = handler
+        let parts = path.split(separator: "/")
+        if parts.count == 2 { services.insert(String(parts[0])) }
+    }
+
+    public var serviceNames: [String] { services.sorted() }
+
+    public func handler(for path: String) -> GRPCUnaryHandler? { handlers[path] }
+
+    /// Why a path has no handler, for the UNIMPLEMENTED message.
+    public func missReason(for path: String) -> String {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].isEmpty else { return "malformed method path \(path)" }
+        if services.contains(String(parts[1])) {
+            return "method \(parts[2]) is not implemented by service \(parts[1])"
+        }
+        return "unknown service \(parts[1])"
+    }
+}

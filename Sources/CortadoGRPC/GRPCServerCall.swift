@@ -1,0 +1,95 @@
+import Foundation
+
+/// One unary gRPC call as a handler sees it: the request message, the metadata, the
+/// deadline, and a way to answer. Handlers run on the loop thread and must not block: they
+/// hand the call to a worker and answer from there; `respond` and `fail` may be called
+/// from any thread, once.
+public final class GRPCServerCall: @unchecked Sendable {
+    /// `/package.Service/Method`.
+    public let path: String
+    /// The request message (without its 5-byte prefix).
+    public let request: [UInt8]
+    /// Request headers other than the HTTP/2 pseudo-headers, lower-cased names.
+    public let metadata: [(name: String, value: String)]
+    /// When the client stops waiting, in `DispatchTime` nanoseconds; nil: no deadline.
+    public let deadline: UInt64?
+    /// When the call's request was complete, in `DispatchTime` nanoseconds.
+    public let receivedAt: UInt64
+
+    private let completion: GRPCCallCompletion
+    private let state = GRPCCallState()
+    /// Where the answer goes (loop thread only).
+    weak var connection: HTTP2Connection?
+    var streamID: Int32 = 0
+
+    init(path: String, request: [UInt8], metadata: [(name: String, value: String)], deadline: UInt64?, completion: GRPCCallCompletion) {
+        self.path = path
+        self.request = request
+        self.metadata = metadata
+        self.deadline = deadline
+        self.completion = completion
+        self.receivedAt = DispatchTime.now().uptimeNanoseconds
+    }
+
+    /// The method's name (the last path component).
+    public var method: Substring { path[path.index(after: path.lastIndex(of: "/") ?? path.startIndex)...] }
+
+    /// The value of a metadata entry, if present.
+    public func metadata(_ name: String) -> String? {
+        metadata.first(where: { $0.name == name })?.value
+    }
+
+    /// True once the client reset the stream or went away: the answer would be dropped.
+    public var isCancelled: Bool { state.isCancelled }
+
+    /// True when the deadline has passed.
+    public var isPastDeadline: Bool {
+        guard let deadline else { return false }
+        return DispatchTime.now().uptimeNanoseconds >= deadline
+    }
+
+    /// Answers with a message and status OK.
+    public func respond(_ message: [UInt8]) {
+        guard state.complete() else { return }
+        completion.complete(self, .message(GRPCMessageWriter.frame(message)))
+    }
+
+    /// Answers with an error status and no message.
+    public func fail(_ status: GRPCStatus) {
+        guard state.complete() else { return }
+        completion.complete(self, .status(status))
+    }
+
+    func cancel() { state.cancel() }
+}
+
+/// How a call ended, as the transport sends it.
+enum GRPCCallResult: Sendable {
+    /// A framed message, then OK trailers.
+    case message([UInt8])
+    /// Trailers only.
+    case status(GRPCStatus)
+}
+
+/// Receives completed calls (from any thread) for the transport to send.
+protocol GRPCCallCompletion: AnyObject, Sendable {
+    func complete(_ call: GRPCServerCall, _ result: GRPCCallResult)
+}
+
+/// Cancelled and completed flags, set from different threads.
+final class GRPCCallState: @unchecked Sendable {
+    private let lock = NSLock()
+    private var cancelled = false
+    private var completed = false
+
+    var isCancelled: Bool { lock.withLock { cancelled } }
+    func cancel() { lock.withLock { cancelled = true } }
+    /// True the first time only.
+    func complete() -> Bool {
+        lock.withLock {
+            if completed { return false }
+            completed = true
+            return true
+        }
+    }
+}

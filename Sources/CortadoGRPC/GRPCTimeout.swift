@@ -1,0 +1,26 @@
+/// The `grpc-timeout` request header: an ASCII integer of at most 8 digits followed by a
+/// unit (H hours, M minutes, S seconds, m milliseconds, u microseconds, n nanoseconds).
+public enum GRPCTimeout {
+    /// The timeout in nanoseconds, or nil when the header is malformed.
+    public static func parse(_ value: String) -> UInt64? {
+        let bytes = Array(value.utf8)
+        guard bytes.count >= 2, bytes.count <= 9 else { return nil }
+        var amount: UInt64 = 0
+        for byte in bytes.dropLast() {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            amount = amount * 10 + UInt64(byte - UInt8(ascii: "0"))
+        }
+        let perUnit: UInt64
+        switch bytes.last! {
+        case UInt8(ascii: "H"): perUnit = 3_600_000_000_000
+        case UInt8(ascii: "M"): perUnit = 60_000_000_000
+        case UInt8(ascii: "S"): perUnit = 1_000_000_000
+        case UInt8(ascii: "m"): perUnit = 1_000_000
+        case UInt8(ascii: "u"): perUnit = 1_000
+        case UInt8(ascii: "n"): perUnit = 1
+        default: return nil
+        }
+        let (product, overflow) = amount.multipliedReportingOverflow(by: perUnit)
+        return overflow ? UInt64.max : product
+    }
+}

@@ -1,0 +1,241 @@
+import CLibUV
+import Foundation
+
+/// The loop's state: listeners, connections, the queue of answered calls and the drain.
+/// Everything but `complete`, `requestShutdown` and the counters runs on the loop thread.
+final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
+    let configuration: GRPCServerConfiguration
+    let router: GRPCRouter
+    let httpHandler: HTTPGetHandler?
+    private let events: @Sendable (GRPCServerEvent) -> Void
+
+    let loop: UnsafeMutablePointer<uv_loop_t>
+    private let listener: UnsafeMutablePointer<uv_tcp_t>
+    private var httpListener: UnsafeMutablePointer<uv_tcp_t>?
+    private let wake: UnsafeMutablePointer<uv_async_t>
+    private let drainTimer: UnsafeMutablePointer<uv_timer_t>
+
+    private var connections: [ObjectIdentifier: HTTP2Connection] = [:]
+    var plainConnections = 0
+
+    // Shared with other threads, under the lock.
+    private let lock = NSLock()
+    private var answered: [(GRPCServerCall, GRPCCallResult)] = []
+    private var shutdownRequested = false
+    private var inFlight = 0
+    private var connectionTotal = 0
+
+    private(set) var isDraining = false
+    private var stopped = false
+
+    init(configuration: GRPCServerConfiguration, router: GRPCRouter, httpHandler: HTTPGetHandler?, events: @escaping @Sendable (GRPCServerEvent) -> Void) {
+        self.configuration = configuration
+        self.router = router
+        self.httpHandler = httpHandler
+        self.events = events
+        loop = .allocate(capacity: 1)
+        listener = .allocate(capacity: 1)
+        wake = .allocate(capacity: 1)
+        drainTimer = .allocate(capacity: 1)
+    }
+
+    func event(_ event: GRPCServerEvent) { events(event) }
+
+    var inFlightCount: Int { lock.withLock { inFlight } }
+    var connectionCountValue: Int { lock.withLock { connectionTotal } }
+
+    // MARK: start
+
+    func bind() throws -> (grpcPort: Int, httpPort: Int?) {
+        guard uv_loop_init(loop) == 0 else { throw GRPCServerError.loop("uv_loop_init failed") }
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        uv_async_init(loop, wake) { handle in
+            guard let data = handle?.pointee.data else { return }
+            Unmanaged<GRPCServerCore>.fromOpaque(data).takeUnretainedValue().wakeUp()
+        }
+        wake.pointee.data = me
+        uv_timer_init(loop, drainTimer)
+        drainTimer.pointee.data = me
+        let grpcPort = try listen(listener, port: configuration.port) { server, status in
+            guard let server, status == 0, let data = server.pointee.data else { return }
+            Unmanaged<GRPCServerCore>.fromOpaque(data).takeUnretainedValue().accept(server)
+        }
+        var httpPort: Int?
+        if let port = configuration.httpPort {
+            let http = UnsafeMutablePointer<uv_tcp_t>.allocate(capacity: 1)
+            httpListener = http
+            httpPort = try listen(http, port: port) { server, status in
+                guard let server, status == 0, let data = server.pointee.data else { return }
+                Unmanaged<GRPCServerCore>.fromOpaque(data).takeUnretainedValue().acceptPlain(server)
+            }
+        }
+        return (grpcPort, httpPort)
+    }
+
+    private func listen(_ tcp: UnsafeMutablePointer<uv_tcp_t>, port: Int, _ onConnection: uv_connection_cb) throws -> Int {
+        let host = configuration.host
+        uv_tcp_init(loop, tcp)
+        tcp.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        var storage = sockaddr_storage()
+        let parsed = withUnsafeMutablePointer(to: &storage) { raw -> Int32 in
+            if host.contains(":") {
+                return raw.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { uv_ip6_addr(host, Int32(port), $0) }
+            }
+            return raw.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { uv_ip4_addr(host, Int32(port), $0) }
+        }
+        guard parsed == 0 else { throw GRPCServerError.bind(host: host, port: port, message: "not an IP address") }
+        let bound = withUnsafePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_bind(tcp, $0, 0) } }
+        guard bound == 0 else { throw GRPCServerError.bind(host: host, port: port, message: String(cString: uv_strerror(bound))) }
+        let stream = UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self)
+        let listening = uv_listen(stream, 511, onConnection)
+        guard listening == 0 else { throw GRPCServerError.bind(host: host, port: port, message: String(cString: uv_strerror(listening))) }
+        var name = sockaddr_storage()
+        var length = Int32(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &name) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_getsockname(tcp, $0, &length) } }
+        let family = name.ss_family
+        return withUnsafePointer(to: &name) { raw in
+            family == sa_family_t(AF_INET6)
+                ? raw.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
+                : raw.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+        }
+    }
+
+    func run() {
+        uv_run(loop, UV_RUN_DEFAULT)
+        uv_loop_close(loop)
+        event(.stopped)
+    }
+
+    // MARK: connections
+
+    private func accept(_ server: UnsafeMutablePointer<uv_stream_t>) {
+        let tcp = UnsafeMutablePointer<uv_tcp_t>.allocate(capacity: 1)
+        uv_tcp_init(loop, tcp)
+        let clientStream = UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self)
+        guard uv_accept(server, clientStream) == 0, !isDraining else {
+            uv_close(UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_handle_t.self)) { $0?.deallocate() }
+            return
+        }
+        uv_tcp_nodelay(tcp, 1)
+        let connection = HTTP2Connection(core: self, tcp: tcp)
+        // The handle owns one reference, released in the close callback.
+        tcp.pointee.data = Unmanaged.passRetained(connection).toOpaque()
+        connections[ObjectIdentifier(connection)] = connection
+        lock.withLock { connectionTotal += 1 }
+        event(.connectionOpened(peer: connection.peer))
+        guard connection.start() else {
+            connection.close()
+            return
+        }
+        uv_read_start(clientStream, { handle, _, buffer in
+            guard let handle, let buffer, let data = handle.pointee.data else { return }
+            let connection = Unmanaged<HTTP2Connection>.fromOpaque(data).takeUnretainedValue()
+            buffer.pointee = uv_buf_init(connection.readBuffer.assumingMemoryBound(to: CChar.self), UInt32(HTTP2Connection.readBufferSize))
+        }, { stream, count, buffer in
+            guard let stream, let data = stream.pointee.data else { return }
+            let connection = Unmanaged<HTTP2Connection>.fromOpaque(data).takeUnretainedValue()
+            if count < 0 {
+                connection.close()  // EOF or a socket error: the client is gone.
+            } else if count > 0 {
+                connection.received(UnsafeRawBufferPointer(start: connection.readBuffer, count: count))
+            }
+        })
+        connection.flush()
+    }
+
+    private func acceptPlain(_ server: UnsafeMutablePointer<uv_stream_t>) {
+        guard let handler = httpHandler else { return }
+        HTTPPlainConnection.accept(server, loop: loop, core: self, handler: handler)
+    }
+
+    func connectionClosing(_ connection: HTTP2Connection) {
+        connections.removeValue(forKey: ObjectIdentifier(connection))
+    }
+
+    func connectionClosed(_ connection: HTTP2Connection) {
+        lock.withLock { connectionTotal -= 1 }
+        event(.connectionClosed(peer: connection.peer))
+        checkDrained()
+    }
+
+    // MARK: calls
+
+    func callStarted(_ call: GRPCServerCall, on connection: HTTP2Connection, stream: Int32) {
+        call.connection = connection
+        call.streamID = stream
+        lock.withLock { inFlight += 1 }
+    }
+
+    /// From any thread: queue the answer and wake the loop.
+    func complete(_ call: GRPCServerCall, _ result: GRPCCallResult) {
+        lock.withLock { answered.append((call, result)) }
+        uv_async_send(wake)
+    }
+
+    func requestShutdown() {
+        lock.withLock { shutdownRequested = true }
+        uv_async_send(wake)
+    }
+
+    private func wakeUp() {
+        let (batch, shutdown) = lock.withLock { () -> ([(GRPCServerCall, GRPCCallResult)], Bool) in
+            let batch = answered
+            answered.removeAll(keepingCapacity: true)
+            inFlight -= batch.count
+            return (batch, shutdownRequested)
+        }
+        var touched: [ObjectIdentifier: HTTP2Connection] = [:]
+        for (call, result) in batch {
+            guard let connection = call.connection, !connection.closing else { continue }
+            connection.deliver(call, streamID: call.streamID, result)
+            touched[ObjectIdentifier(connection)] = connection
+        }
+        for connection in touched.values {
+            connection.flush()
+            if connection.goingAway && connection.streams.isEmpty { connection.closeAfterWrites() }
+        }
+        if shutdown && !isDraining { beginDrain() }
+        if isDraining { checkDrained() }
+    }
+
+    // MARK: drain
+
+    private func beginDrain() {
+        isDraining = true
+        event(.draining(calls: inFlightCount, connections: connections.count))
+        close(handle: listener)
+        if let httpListener { close(handle: httpListener) }
+        for connection in Array(connections.values) { connection.sendGoAway() }
+        uv_timer_start(drainTimer, { timer in
+            guard let data = timer?.pointee.data else { return }
+            Unmanaged<GRPCServerCore>.fromOpaque(data).takeUnretainedValue().forceStop()
+        }, UInt64(max(0, configuration.drainTimeout) * 1000), 0)
+        checkDrained()
+    }
+
+    private func checkDrained() {
+        guard isDraining, !stopped else { return }
+        for connection in Array(connections.values) where connection.streams.isEmpty {
+            connection.closeAfterWrites()
+        }
+        if inFlightCount == 0 && connections.isEmpty && plainConnections == 0 { stop() }
+    }
+
+    private func forceStop() {
+        for connection in Array(connections.values) { connection.close() }
+        stop()
+    }
+
+    private func stop() {
+        guard !stopped else { return }
+        stopped = true
+        uv_timer_stop(drainTimer)
+        close(handle: drainTimer)
+        close(handle: wake)
+    }
+
+    private func close<T>(handle: UnsafeMutablePointer<T>) {
+        let h = UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_handle_t.self)
+        if uv_is_closing(h) == 0 { uv_close(h, nil) }
+    }
+}

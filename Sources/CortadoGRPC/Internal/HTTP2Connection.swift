@@ -1,0 +1,308 @@
+import CLibUV
+import CNGHTTP2
+import Foundation
+
+/// One accepted TCP connection speaking HTTP/2 with prior knowledge (gRPC's h2c): bytes
+/// from libuv go into nghttp2, frames come back out through `flush()`. Loop thread only.
+final class HTTP2Connection {
+    unowned let core: GRPCServerCore
+    let tcp: UnsafeMutablePointer<uv_tcp_t>
+    private(set) var session: OpaquePointer?
+    var streams: [Int32: HTTP2Stream] = [:]
+    let readBuffer: UnsafeMutableRawPointer
+    static let readBufferSize = 64 * 1024
+    private(set) var closing = false
+    var goingAway = false
+    let peer: String
+    /// Bytes produced by nghttp2 in this flush, written with one uv_write.
+    private var outgoing: [UInt8] = []
+
+    init(core: GRPCServerCore, tcp: UnsafeMutablePointer<uv_tcp_t>) {
+        self.core = core
+        self.tcp = tcp
+        self.readBuffer = UnsafeMutableRawPointer.allocate(byteCount: Self.readBufferSize, alignment: 16)
+        self.peer = Self.peerName(tcp)
+    }
+
+    deinit {
+        readBuffer.deallocate()
+        if let session { nghttp2_session_del(session) }
+        tcp.deallocate()
+    }
+
+    var stream: UnsafeMutablePointer<uv_stream_t> { UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self) }
+
+    /// Creates the nghttp2 session and queues our SETTINGS (clients wait for them).
+    func start() -> Bool {
+        var callbacks: OpaquePointer?
+        guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else { return false }
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        NGHTTP2Callbacks.install(callbacks)
+        var option: OpaquePointer?
+        guard nghttp2_option_new(&option) == 0, let option else { return false }
+        defer { nghttp2_option_del(option) }
+        nghttp2_option_set_max_send_header_block_length(option, 64 * 1024)
+        var session: OpaquePointer?
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        guard nghttp2_session_server_new2(&session, callbacks, me, option) == 0, let session else { return false }
+        self.session = session
+        let config = core.configuration
+        var settings = [
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: UInt32(config.maxConcurrentStreams)),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: UInt32(config.initialWindowSize)),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: 64 * 1024),
+        ]
+        guard nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count) == 0 else { return false }
+        // The connection-level window starts at 64 KiB whatever SETTINGS say; widen it.
+        nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, Int32(config.connectionWindowSize))
+        return true
+    }
+
+    // MARK: bytes in
+
+    /// Feeds bytes read from the socket to nghttp2, then sends what it produced.
+    func received(_ bytes: UnsafeRawBufferPointer) {
+        guard let session, !closing else { return }
+        let consumed = nghttp2_session_mem_recv(session, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count)
+        if consumed < 0 {
+            core.event(.protocolError(peer: peer, message: String(cString: nghttp2_strerror(Int32(consumed)))))
+            // nghttp2 queued a GOAWAY for most protocol errors: send it, then close.
+            flush()
+            close()
+            return
+        }
+        flush()
+    }
+
+    // MARK: bytes out
+
+    /// Serializes every pending frame and writes them in one uv_write. Closes the connection
+    /// when nghttp2 wants neither to read nor to write any more.
+    func flush() {
+        guard let session, !closing else { return }
+        while true {
+            var chunk: UnsafePointer<UInt8>?
+            let n = nghttp2_session_mem_send(session, &chunk)
+            if n < 0 {
+                core.event(.protocolError(peer: peer, message: String(cString: nghttp2_strerror(Int32(n)))))
+                close()
+                return
+            }
+            if n == 0 { break }
+            // The chunk is valid only until the next mem_send call.
+            outgoing.append(contentsOf: UnsafeBufferPointer(start: chunk, count: n))
+        }
+        if !outgoing.isEmpty {
+            write(outgoing)
+            outgoing.removeAll(keepingCapacity: true)
+        }
+        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
+            close()
+        }
+    }
+
+    private func write(_ bytes: [UInt8]) {
+        let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
+        let storage = UnsafeMutableRawPointer.allocate(byteCount: bytes.count, alignment: 1)
+        bytes.withUnsafeBytes { storage.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+        request.pointee.data = storage
+        var buffer = uv_buf_init(storage.assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
+        let status = uv_write(request, stream, &buffer, 1) { request, status in
+            guard let request else { return }
+            request.pointee.data?.deallocate()
+            request.deallocate()
+        }
+        if status != 0 {
+            storage.deallocate()
+            request.deallocate()
+            close()
+        }
+    }
+
+    // MARK: streams
+
+    func beginStream(_ id: Int32) {
+        streams[id] = HTTP2Stream(id: id, maxMessageSize: core.configuration.maxReceiveMessageSize)
+    }
+
+    /// The request headers are complete: reject what cannot be served before reading a body.
+    func headersComplete(_ stream: HTTP2Stream) {
+        if let (httpStatus, status) = stream.headerProblem() {
+            answer(stream, status: status, httpStatus: httpStatus)
+            return
+        }
+        if core.router.handler(for: stream.path) == nil {
+            answer(stream, status: GRPCStatus(.unimplemented, core.router.missReason(for: stream.path)))
+        }
+    }
+
+    func dataChunk(_ stream: HTTP2Stream, _ bytes: UnsafeRawBufferPointer) {
+        guard !stream.answered else { return }
+        do {
+            try stream.reader.append(bytes)
+        } catch GRPCMessageReader.ReadError.compressed {
+            answer(stream, status: GRPCStatus(.unimplemented, "compressed messages are not supported (grpc-encoding \(stream.encoding.isEmpty ? "unset" : stream.encoding)); send them uncompressed"))
+        } catch GRPCMessageReader.ReadError.tooLarge(let declared, let limit) {
+            answer(stream, status: GRPCStatus(.resourceExhausted, "request message of \(declared) bytes is larger than the server's limit of \(limit) bytes (--max-message-size)"))
+        } catch {
+            answer(stream, status: GRPCStatus(.internal, "\(error)"))
+        }
+    }
+
+    /// The client finished sending: hand the call to its handler.
+    func requestComplete(_ stream: HTTP2Stream) {
+        guard !stream.answered, stream.call == nil else { return }
+        guard let handler = core.router.handler(for: stream.path) else {
+            answer(stream, status: GRPCStatus(.unimplemented, core.router.missReason(for: stream.path)))
+            return
+        }
+        let messages = stream.reader.messages
+        if stream.reader.hasPartialMessage {
+            answer(stream, status: GRPCStatus(.internal, "the request ended inside a message"))
+            return
+        }
+        guard messages.count == 1 else {
+            answer(stream, status: GRPCStatus(messages.isEmpty ? .internal : .unimplemented,
+                                              messages.isEmpty ? "the request carried no message" : "\(stream.path) is unary: it takes one request message, got \(messages.count)"))
+            return
+        }
+        let deadline = stream.timeoutNanos.map { DispatchTime.now().uptimeNanoseconds &+ $0 }
+        let call = GRPCServerCall(path: stream.path, request: messages[0], metadata: stream.metadata, deadline: deadline, completion: core)
+        stream.call = call
+        core.callStarted(call, on: self, stream: stream.id)
+        handler(call)
+    }
+
+    /// Sends the call's result if its stream is still open.
+    func deliver(_ call: GRPCServerCall, streamID: Int32, _ result: GRPCCallResult) {
+        guard let stream = streams[streamID], stream.call === call, !stream.answered else { return }
+        switch result {
+        case .message(let framed):
+            stream.answered = true
+            stream.response = framed
+            submitResponse(stream)
+        case .status(let status):
+            answer(stream, status: status)
+        }
+    }
+
+    /// A trailers-only answer: one HEADERS frame that ends the stream.
+    func answer(_ stream: HTTP2Stream, status: GRPCStatus, httpStatus: Int = 200) {
+        guard let session, !stream.answered else { return }
+        stream.answered = true
+        var headers: [(String, String)] = [(":status", String(httpStatus)), ("content-type", "application/grpc"),
+                                          ("grpc-status", String(status.code.rawValue))]
+        if !status.message.isEmpty { headers.append(("grpc-message", GRPCStatus.percentEncode(status.message))) }
+        NGHTTP2Headers.with(headers) { nva, count in
+            _ = nghttp2_submit_response(session, stream.id, nva, count, nil)
+        }
+    }
+
+    private func submitResponse(_ stream: HTTP2Stream) {
+        guard let session else { return }
+        var provider = nghttp2_data_provider()
+        provider.read_callback = NGHTTP2Callbacks.readResponse
+        NGHTTP2Headers.with([(":status", "200"), ("content-type", "application/grpc"), ("grpc-accept-encoding", "identity")]) { nva, count in
+            _ = nghttp2_submit_response(session, stream.id, nva, count, &provider)
+        }
+    }
+
+    /// Copies the next piece of a response body; submits the OK trailers after the last.
+    func readResponse(streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
+        guard let session, let stream = streams[streamID] else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        let n = min(length, stream.response.count - stream.responseOffset)
+        if n > 0 {
+            stream.response.withUnsafeBytes { raw in
+                buffer.update(from: raw.baseAddress!.advanced(by: stream.responseOffset).assumingMemoryBound(to: UInt8.self), count: n)
+            }
+            stream.responseOffset += n
+        }
+        if stream.responseOffset == stream.response.count {
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
+            NGHTTP2Headers.with([("grpc-status", "0")]) { nva, count in
+                _ = nghttp2_submit_trailer(session, streamID, nva, count)
+            }
+            stream.response = []
+            stream.responseOffset = 0
+        }
+        return n
+    }
+
+    /// The stream ended (both sides done, or reset): a call still running is cancelled.
+    func streamClosed(_ id: Int32) {
+        guard let stream = streams.removeValue(forKey: id) else { return }
+        if let call = stream.call, !stream.answered {
+            call.cancel()
+        }
+    }
+
+    // MARK: shutdown
+
+    /// Graceful: tells the client no new streams will be taken, lets open ones finish.
+    func sendGoAway() {
+        guard let session, !goingAway, !closing else { return }
+        goingAway = true
+        let last = nghttp2_session_get_last_proc_stream_id(session)
+        nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), last, UInt32(NGHTTP2_NO_ERROR.rawValue), nil, 0)
+        flush()
+        if streams.isEmpty { closeAfterWrites() }
+    }
+
+    /// Closes once queued writes are out (uv_shutdown waits for them).
+    func closeAfterWrites() {
+        guard !closing else { return }
+        let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
+        request.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        if uv_shutdown(request, stream, { request, _ in
+            guard let request else { return }
+            let connection = Unmanaged<HTTP2Connection>.fromOpaque(request.pointee.data!).takeUnretainedValue()
+            request.deallocate()
+            connection.close()
+        }) != 0 {
+            request.deallocate()
+            close()
+        }
+    }
+
+    /// Stops reading, cancels open calls and closes the socket; the core releases the
+    /// connection when libuv reports the handle closed.
+    func close() {
+        guard !closing else { return }
+        closing = true
+        for id in Array(streams.keys) { streamClosed(id) }
+        uv_read_stop(stream)
+        core.connectionClosing(self)
+        uv_close(UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_handle_t.self)) { handle in
+            guard let handle, let data = handle.pointee.data else { return }
+            let connection = Unmanaged<HTTP2Connection>.fromOpaque(data).takeRetainedValue()
+            connection.core.connectionClosed(connection)
+        }
+    }
+
+    private static func peerName(_ tcp: UnsafeMutablePointer<uv_tcp_t>) -> String {
+        var storage = sockaddr_storage()
+        var length = Int32(MemoryLayout<sockaddr_storage>.size)
+        let ok = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_getpeername(tcp, $0, &length) }
+        }
+        guard ok == 0 else { return "?" }
+        var host = [CChar](repeating: 0, count: 64)
+        var port: UInt16 = 0
+        let family = storage.ss_family
+        let capacity = host.count
+        withUnsafePointer(to: &storage) { raw in
+            if family == sa_family_t(AF_INET) {
+                raw.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                    _ = uv_ip4_name($0, &host, capacity)
+                    port = UInt16(bigEndian: $0.pointee.sin_port)
+                }
+            } else {
+                raw.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                    _ = uv_ip6_name($0, &host, capacity)
+                    port = UInt16(bigEndian: $0.pointee.sin6_port)
+                }
+            }
+        }
+        return "\(String(cString: host)):\(port)"
+    }
+}

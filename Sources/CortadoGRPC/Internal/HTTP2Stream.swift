@@ -1,0 +1,54 @@
+/// One HTTP/2 stream carrying one unary gRPC call, from its HEADERS to its trailers.
+/// Lives on the loop thread only.
+final class HTTP2Stream {
+    let id: Int32
+    var path = ""
+    var method = ""
+    var contentType = ""
+    var encoding = ""
+    var timeoutNanos: UInt64?
+    var badTimeout = false
+    var metadata: [(name: String, value: String)] = []
+    var reader: GRPCMessageReader
+    /// The call handed to a handler (nil until the request is complete).
+    var call: GRPCServerCall?
+    /// An answer was submitted to nghttp2 (after that, further request bytes are dropped).
+    var answered = false
+    /// The framed response message the data provider reads from.
+    var response: [UInt8] = []
+    var responseOffset = 0
+
+    init(id: Int32, maxMessageSize: Int) {
+        self.id = id
+        self.reader = GRPCMessageReader(maxMessageSize: maxMessageSize)
+    }
+
+    /// Records one request header. Pseudo-headers fill the routing fields; the rest is metadata.
+    func addHeader(name: String, value: String) {
+        switch name {
+        case ":path": path = value
+        case ":method": method = value
+        case ":scheme", ":authority": break
+        case "content-type": contentType = value
+        case "grpc-encoding": encoding = value
+        case "grpc-timeout":
+            if let t = GRPCTimeout.parse(value) { timeoutNanos = t } else { badTimeout = true }
+        case "te", "user-agent", "grpc-accept-encoding", "accept-encoding": metadata.append((name, value))
+        default: metadata.append((name, value))
+        }
+    }
+
+    /// Whether the request headers make a gRPC call this server can take; the status says why not.
+    func headerProblem() -> (httpStatus: Int, status: GRPCStatus)? {
+        if method != "POST" {
+            return (405, GRPCStatus(.unimplemented, "gRPC calls use POST, not \(method.isEmpty ? "no method" : method)"))
+        }
+        if !(contentType == "application/grpc" || contentType.hasPrefix("application/grpc+") || contentType.hasPrefix("application/grpc;")) {
+            return (415, GRPCStatus(.unknown, "content-type \(contentType.isEmpty ? "(none)" : contentType) is not application/grpc"))
+        }
+        if badTimeout {
+            return (200, GRPCStatus(.invalidArgument, "malformed grpc-timeout header"))
+        }
+        return nil
+    }
+}

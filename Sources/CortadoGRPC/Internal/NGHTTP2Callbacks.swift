@@ -1,0 +1,91 @@
+import CNGHTTP2
+
+/// nghttp2's C callbacks, forwarding to the `HTTP2Connection` passed as user data.
+enum NGHTTP2Callbacks {
+    static func install(_ callbacks: OpaquePointer) {
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, beginHeaders)
+        nghttp2_session_callbacks_set_on_header_callback(callbacks, header)
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, frameReceived)
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, dataChunk)
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, streamClosed)
+    }
+
+    @inline(__always)
+    static func connection(_ userData: UnsafeMutableRawPointer?) -> HTTP2Connection {
+        Unmanaged<HTTP2Connection>.fromOpaque(userData!).takeUnretainedValue()
+    }
+
+    static let beginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in
+        guard let frame else { return 0 }
+        if frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue), frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
+            connection(userData).beginStream(frame.pointee.hd.stream_id)
+        }
+        return 0
+    }
+
+    static let header: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
+        guard let frame, let name, let value else { return 0 }
+        let conn = connection(userData)
+        // Request headers only; trailers from a client are ignored.
+        guard frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue), frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST,
+              let stream = conn.streams[frame.pointee.hd.stream_id] else { return 0 }
+        stream.addHeader(name: String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self),
+                         value: String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self))
+        return 0
+    }
+
+    static let frameReceived: nghttp2_on_frame_recv_callback = { _, frame, userData in
+        guard let frame else { return 0 }
+        let conn = connection(userData)
+        let type = frame.pointee.hd.type
+        guard type == UInt8(NGHTTP2_HEADERS.rawValue) || type == UInt8(NGHTTP2_DATA.rawValue),
+              let stream = conn.streams[frame.pointee.hd.stream_id] else { return 0 }
+        if type == UInt8(NGHTTP2_HEADERS.rawValue), frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
+            conn.headersComplete(stream)
+        }
+        if frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
+            conn.requestComplete(stream)
+        }
+        return 0
+    }
+
+    static let dataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, length, userData in
+        let conn = connection(userData)
+        guard let data, let stream = conn.streams[streamID] else { return 0 }
+        conn.dataChunk(stream, UnsafeRawBufferPointer(start: data, count: length))
+        return 0
+    }
+
+    static let streamClosed: nghttp2_on_stream_close_callback = { _, streamID, _, userData in
+        connection(userData).streamClosed(streamID)
+        return 0
+    }
+
+    static let readResponse: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, userData in
+        guard let buffer, let flags else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        return connection(userData).readResponse(streamID: streamID, into: buffer, length: length, flags: flags)
+    }
+}
+
+/// Builds an `nghttp2_nv` array for a submit call. nghttp2 copies names and values, so the
+/// storage only has to live for the call.
+enum NGHTTP2Headers {
+    static func with<R>(_ headers: [(String, String)], _ body: (UnsafePointer<nghttp2_nv>, Int) -> R) -> R {
+        var bytes: [UInt8] = []
+        var spans: [(Int, Int, Int, Int)] = []
+        for (name, value) in headers {
+            let n = bytes.count
+            bytes.append(contentsOf: name.utf8)
+            let v = bytes.count
+            bytes.append(contentsOf: value.utf8)
+            spans.append((n, name.utf8.count, v, value.utf8.count))
+        }
+        return bytes.withUnsafeMutableBufferPointer { storage in
+            let base = storage.baseAddress ?? UnsafeMutablePointer<UInt8>.allocate(capacity: 0)
+            let nva = spans.map { span in
+                nghttp2_nv(name: base + span.0, value: base + span.2, namelen: span.1, valuelen: span.3, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+            }
+            return nva.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+import CortadoCore
+import CortadoGRPC
+import Foundation
+import Logging
+
+/// Everything `cortado serve` runs: the repository, the worker pool, the three services on
+/// one gRPC port, metrics on an HTTP port, and the graceful drain. Knows no model kind:
+/// kinds are found through `MLModelKindRegistry`, filled by whoever links them.
+public final class CortadoServerApp: @unchecked Sendable {
+    public struct Options: Sendable {
+        public var repository: URL?
+        public var transport = GRPCServerConfiguration()
+        /// Worker threads for predictions (0: one per core).
+        public var workers = 0
+        public var limits = ModelScheduler.Limits()
+        /// Per-model limits from the config file, by model name.
+        public var limitsByModel: [String: ModelScheduler.Limits] = [:]
+        public init() {}
+    }
+
+    public static let version = "0.1.0"
+    public let options: Options
+    public let context: ServerContext
+    public let pool: WorkerPool
+    public let router = GRPCRouter()
+    private var server: GRPCServer?
+    private let logger: Logger
+
+    public init(options: Options, logger: Logger = Logger(label: "cortado")) {
+        self.options = options
+        self.logger = logger
+        pool = WorkerPool(threads: options.workers)
+        let repository = ModelRepository(root: options.repository, pool: pool, defaultLimits: options.limits)
+        repository.limitsByModel = options.limitsByModel
+        repository.onChange = { name, what in logger.info("model \(what)", metadata: ["model": "\(name)"]) }
+        context = ServerContext(repository: repository, logger: logger)
+        let router = self.router
+        router.register(PredictorService(context: context))
+        router.register(InferenceService(context: context))
+        router.register(HealthService(context: context, services: { router.serviceNames }))
+    }
+
+    /// Loads the repository and starts listening. Models that fail to load are logged and
+    /// listed as unavailable; the others serve.
+    @discardableResult
+    public func start() throws -> (grpcPort: Int, httpPort: Int?) {
+        if let root = options.repository {
+            let found = context.repository.discover()
+            logger.info("loading \(found.count) model(s) from \(root.path)")
+            for (name, message) in context.repository.loadAll() {
+                logger.error("model failed to load", metadata: ["model": "\(name)", "error": "\(message)"])
+            }
+        }
+        let logger = self.logger
+        let server = GRPCServer(configuration: options.transport, router: router, httpHandler: { [weak self] path in
+            self?.http(path) ?? (503, "text/plain", Array("stopping\n".utf8))
+        }, events: { event in
+            switch event {
+            case .listening(let host, let grpc, let http):
+                logger.info("listening", metadata: ["host": "\(host)", "grpc_port": "\(grpc)", "metrics_port": "\(http.map(String.init) ?? "none")"])
+            case .protocolError(let peer, let message):
+                logger.warning("HTTP/2 protocol error", metadata: ["peer": "\(peer)", "error": "\(message)"])
+            case .draining(let calls, let connections):
+                logger.info("draining", metadata: ["calls_in_flight": "\(calls)", "connections": "\(connections)"])
+            case .stopped:
+                logger.info("stopped")
+            case .connectionOpened(let peer):
+                logger.debug("connection opened", metadata: ["peer": "\(peer)"])
+            case .connectionClosed(let peer):
+                logger.debug("connection closed", metadata: ["peer": "\(peer)"])
+            }
+        })
+        self.server = server
+        return try server.start()
+    }
+
+    /// Graceful stop: readiness turns false, new connections are refused, calls in flight finish.
+    public func shutdown() {
+        context.isReady = false
+        server?.shutdown()
+    }
+
+    public func wait() {
+        server?.wait()
+        pool.stop()
+    }
+
+    /// The metrics port: `/metrics` (Prometheus), `/healthz` (live), `/readyz` (ready).
+    func http(_ path: String) -> (status: Int, contentType: String, body: [UInt8]) {
+        switch path {
+        case "/metrics":
+            let loaded = context.repository.loaded
+            let text = context.metrics.render(gauges: [
+                ("cortado_models_loaded", "Models serving.", [("", Double(loaded.count))]),
+                ("cortado_queue_depth", "Requests waiting in a model's queue.", loaded.map { ("model=\"\(ServerMetrics.label($0.name))\"", Double($0.scheduler.depth.queued)) }),
+                ("cortado_running", "Predictions running, by model.", loaded.map { ("model=\"\(ServerMetrics.label($0.name))\"", Double($0.scheduler.depth.running)) }),
+                ("cortado_calls_in_flight", "gRPC calls handed to handlers and not yet answered.", [("", Double(server?.callsInFlight ?? 0))]),
+                ("cortado_connections", "Open HTTP/2 connections.", [("", Double(server?.connectionCount ?? 0))]),
+            ])
+            return (200, "text/plain; version=0.0.4", Array(text.utf8))
+        case "/healthz", "/v2/health/live":
+            return (200, "text/plain", Array("ok\n".utf8))
+        case "/readyz", "/v2/health/ready":
+            return context.isReady ? (200, "text/plain", Array("ready\n".utf8)) : (503, "text/plain", Array("draining\n".utf8))
+        default:
+            return (404, "text/plain", Array("not found: try /metrics, /healthz or /readyz\n".utf8))
+        }
+    }
+}

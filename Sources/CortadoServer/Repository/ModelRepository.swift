@@ -1,0 +1,188 @@
+import CortadoCore
+import CortadoGRPC
+import Foundation
+
+/// The models a server serves, from a repository folder laid out as
+/// `DIR/<name>/<version>/model.mlmodel` (or a bare `DIR/<name>.mlmodel`, version 1).
+/// The highest numeric version of each name serves. Loading, reloading and unloading at run
+/// time swap the entry atomically; calls already admitted keep their `ServedModel`.
+public final class ModelRepository: @unchecked Sendable {
+    public enum State: String, Sendable { case ready = "READY", unavailable = "UNAVAILABLE", loading = "LOADING" }
+
+    public struct IndexEntry: Sendable {
+        public var name: String
+        public var version: String
+        public var state: State
+        public var reason: String
+    }
+
+    /// Where a model's file is on disk.
+    public struct Location: Sendable {
+        public var name: String
+        public var version: String
+        public var url: URL
+    }
+
+    public let root: URL?
+    public let pool: WorkerPool
+    public var defaultLimits: ModelScheduler.Limits
+    public var limitsByModel: [String: ModelScheduler.Limits] = [:]
+    private let loader: @Sendable (URL, String) throws -> MLModel
+    private let lock = NSLock()
+    private var served: [String: ServedModel] = [:]
+    private var failures: [String: String] = [:]
+    private var loading: Set<String> = []
+    /// Called after a model is loaded, replaced or unloaded (for logs and metrics).
+    public var onChange: (@Sendable (String, String) -> Void)?
+
+    public init(root: URL?, pool: WorkerPool, defaultLimits: ModelScheduler.Limits = .init(),
+                loader: @escaping @Sendable (URL, String) throws -> MLModel = { url, name in
+                    try MLModel(contentsOf: url, configuration: MLModelConfiguration())
+                }) {
+        self.root = root
+        self.pool = pool
+        self.defaultLimits = defaultLimits
+        self.loader = loader
+    }
+
+    // MARK: discovery
+
+    /// Every model the folder holds, each with its highest version.
+    public func discover() -> [Location] {
+        guard let root else { return [] }
+        let fm = FileManager.default
+        guard let names = try? fm.contentsOfDirectory(atPath: root.path) else { return [] }
+        var found: [Location] = []
+        for entry in names.sorted() where !entry.hasPrefix(".") {
+            let url = root.appendingPathComponent(entry)
+            if entry.hasSuffix(".mlmodel") {
+                found.append(Location(name: String(entry.dropLast(".mlmodel".count)), version: "1", url: url))
+                continue
+            }
+            if let location = Self.latestVersion(name: entry, folder: url) { found.append(location) }
+        }
+        return found
+    }
+
+    static func latestVersion(name: String, folder: URL) -> Location? {
+        let fm = FileManager.default
+        var isDir: ObjCBool = false
+        guard fm.fileExists(atPath: folder.path, isDirectory: &isDir), isDir.boolValue,
+              let versions = try? fm.contentsOfDirectory(atPath: folder.path) else { return nil }
+        for version in versions.compactMap({ Int($0) }).sorted(by: >) {
+            let dir = folder.appendingPathComponent(String(version))
+            let preferred = dir.appendingPathComponent("model.mlmodel")
+            if fm.fileExists(atPath: preferred.path) { return Location(name: name, version: String(version), url: preferred) }
+            if let any = (try? fm.contentsOfDirectory(atPath: dir.path))?.sorted().first(where: { $0.hasSuffix(".mlmodel") }) {
+                return Location(name: name, version: String(version), url: dir.appendingPathComponent(any))
+            }
+        }
+        return nil
+    }
+
+    func location(of name: String) -> Location? {
+        guard let root, !name.isEmpty, !name.contains("/"), name != "..", name != "." else { return nil }
+        let bare = root.appendingPathComponent(name + ".mlmodel")
+        if let folder = Self.latestVersion(name: name, folder: root.appendingPathComponent(name)) { return folder }
+        if FileManager.default.fileExists(atPath: bare.path) { return Location(name: name, version: "1", url: bare) }
+        return nil
+    }
+
+    // MARK: load and unload
+
+    /// Loads every model in the folder; returns the failures (name, message).
+    @discardableResult
+    public func loadAll() -> [(String, String)] {
+        var failed: [(String, String)] = []
+        for location in discover() {
+            do { _ = try load(location) } catch { failed.append((location.name, "\(error)")) }
+        }
+        return failed
+    }
+
+    /// Loads (or reloads) the highest version of `name` from the folder.
+    @discardableResult
+    public func load(_ name: String) throws -> ServedModel {
+        guard let location = location(of: name) else {
+            throw GRPCStatus(.notFound, root == nil ? "no model repository is configured" : "no model named '\(name)' in the repository \(root!.path) (expected \(name)/<version>/model.mlmodel or \(name).mlmodel)")
+        }
+        return try load(location)
+    }
+
+    /// Loads a model file under a name, replacing what served under that name.
+    @discardableResult
+    public func load(_ location: Location) throws -> ServedModel {
+        lock.withLock { _ = loading.insert(location.name) }
+        defer { lock.withLock { _ = loading.remove(location.name) } }
+        let start = DispatchTime.now().uptimeNanoseconds
+        let model: MLModel
+        do {
+            model = try loader(location.url, location.name)
+        } catch {
+            let message = "\(error)"
+            lock.withLock { failures[location.name] = message }
+            throw GRPCStatus(.invalidArgument, "failed to load model '\(location.name)' version \(location.version) from \(location.url.path): \(message)")
+        }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        let limits = lock.withLock { limitsByModel[location.name] ?? defaultLimits }
+        let entry = ServedModel(name: location.name, version: location.version, model: model,
+                                scheduler: ModelScheduler(limits: limits, pool: pool), source: location.url, loadSeconds: seconds)
+        let replaced = lock.withLock { () -> Bool in
+            failures[location.name] = nil
+            return served.updateValue(entry, forKey: location.name) != nil
+        }
+        onChange?(location.name, replaced ? "reloaded version \(location.version)" : "loaded version \(location.version)")
+        return entry
+    }
+
+    /// Adds an already loaded model (tests, in-process use).
+    public func add(_ model: MLModel, name: String, version: String = "1") -> ServedModel {
+        let limits = lock.withLock { limitsByModel[name] ?? defaultLimits }
+        let entry = ServedModel(name: name, version: version, model: model, scheduler: ModelScheduler(limits: limits, pool: pool), source: nil, loadSeconds: 0)
+        lock.withLock { served[name] = entry }
+        onChange?(name, "loaded version \(version)")
+        return entry
+    }
+
+    /// Stops serving `name`; calls in flight finish on it.
+    public func unload(_ name: String) throws {
+        let removed = lock.withLock { served.removeValue(forKey: name) }
+        guard removed != nil else { throw GRPCStatus(.notFound, "model '\(name)' is not loaded") }
+        onChange?(name, "unloaded")
+    }
+
+    // MARK: lookup
+
+    /// The serving entry for a request; NOT_FOUND names what is there instead.
+    public func model(_ name: String, version: String = "") throws(GRPCStatus) -> ServedModel {
+        let found = lock.withLock { served[name] }
+        guard let found else {
+            let failure = lock.withLock { failures[name] }
+            if let failure { throw GRPCStatus(.unavailable, "model '\(name)' failed to load: \(failure)") }
+            let names = lock.withLock { served.keys.sorted() }
+            throw GRPCStatus(.notFound, "no model named '\(name)' is loaded" + (names.isEmpty ? "" : " (loaded: \(names.prefix(20).joined(separator: ", ")))"))
+        }
+        guard version.isEmpty || version == found.version else {
+            throw GRPCStatus(.notFound, "model '\(name)' has no version \(version) loaded (serving version \(found.version))")
+        }
+        return found
+    }
+
+    public var loaded: [ServedModel] { lock.withLock { served.values.sorted { $0.name < $1.name } } }
+
+    /// Loaded models and models on disk that are not loaded, with their state.
+    public func index(readyOnly: Bool = false) -> [IndexEntry] {
+        var entries: [String: IndexEntry] = [:]
+        if !readyOnly {
+            for location in discover() {
+                let reason = lock.withLock { failures[location.name] } ?? "not loaded"
+                entries[location.name] = IndexEntry(name: location.name, version: location.version, state: .unavailable, reason: reason)
+            }
+        }
+        lock.withLock {
+            for name in loading { entries[name] = IndexEntry(name: name, version: entries[name]?.version ?? "", state: .loading, reason: "") }
+            for (name, model) in served { entries[name] = IndexEntry(name: name, version: model.version, state: .ready, reason: "") }
+        }
+        return entries.values.sorted { $0.name < $1.name }
+    }
+}

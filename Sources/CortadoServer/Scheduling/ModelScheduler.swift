@@ -1,0 +1,73 @@
+import CortadoGRPC
+import Foundation
+
+/// Admission for one served model: at most `maxConcurrency` predictions run at once and at
+/// most `maxQueue` wait; past that, callers get RESOURCE_EXHAUSTED at once instead of
+/// queueing without bound.
+public final class ModelScheduler: @unchecked Sendable {
+    public struct Limits: Sendable, Equatable {
+        /// Predictions of this model running at once (0: one per worker thread).
+        public var maxConcurrency: Int
+        /// Requests waiting beyond those running.
+        public var maxQueue: Int
+        public init(maxConcurrency: Int = 0, maxQueue: Int = 1024) {
+            self.maxConcurrency = maxConcurrency
+            self.maxQueue = maxQueue
+        }
+    }
+
+    public let limits: Limits
+    private let pool: WorkerPool
+    private let lock = NSLock()
+    private var running = 0
+    private var waiting: [() -> Void] = []
+    private var head = 0
+    private let concurrency: Int
+
+    public init(limits: Limits, pool: WorkerPool) {
+        self.limits = limits
+        self.pool = pool
+        concurrency = limits.maxConcurrency > 0 ? limits.maxConcurrency : pool.threadCount
+    }
+
+    /// Requests queued and running.
+    public var depth: (running: Int, queued: Int) {
+        lock.withLock { (running, waiting.count - head) }
+    }
+
+    /// Runs `job` on a worker when the model has room; throws RESOURCE_EXHAUSTED when the
+    /// queue is full.
+    public func submit(_ job: @escaping () -> Void) throws(GRPCStatus) {
+        lock.lock()
+        if running < concurrency {
+            running += 1
+            lock.unlock()
+            pool.submit { [self] in run(job) }
+            return
+        }
+        guard waiting.count - head < limits.maxQueue else {
+            let running = self.running
+            lock.unlock()
+            throw GRPCStatus(.resourceExhausted, "the model's queue is full (\(limits.maxQueue) waiting, \(running) running); retry later or raise --max-queue")
+        }
+        waiting.append(job)
+        lock.unlock()
+    }
+
+    private func run(_ job: @escaping () -> Void) {
+        var next: (() -> Void)? = job
+        while let current = next {
+            current()
+            next = lock.withLock { () -> (() -> Void)? in
+                guard head < waiting.count else {
+                    running -= 1
+                    return nil
+                }
+                let job = waiting[head]
+                head += 1
+                if head == waiting.count { waiting.removeAll(keepingCapacity: true); head = 0 }
+                return job
+            }
+        }
+    }
+}

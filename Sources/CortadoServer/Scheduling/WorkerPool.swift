@@ -1,0 +1,64 @@
+import Foundation
+
+/// A fixed set of worker threads taking jobs from one FIFO. Models run here, never on the
+/// loop thread.
+public final class WorkerPool: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var jobs: [() -> Void] = []
+    private var head = 0
+    private var stopping = false
+    private var threads: [Thread] = []
+    public let threadCount: Int
+
+    /// `threads` 0 means one per core.
+    public init(threads: Int = 0) {
+        threadCount = threads > 0 ? threads : max(1, ProcessInfo.processInfo.activeProcessorCount)
+        for i in 0..<threadCount {
+            let thread = Thread { [unowned self] in self.work() }
+            thread.name = "cortado-worker-\(i)"
+            thread.stackSize = 16 << 20
+            self.threads.append(thread)
+            thread.start()
+        }
+    }
+
+    public func submit(_ job: @escaping () -> Void) {
+        condition.lock()
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Jobs waiting for a thread.
+    public var pending: Int {
+        condition.lock(); defer { condition.unlock() }
+        return jobs.count - head
+    }
+
+    /// Lets queued jobs finish, then ends the threads.
+    public func stop() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func work() {
+        while true {
+            condition.lock()
+            while head == jobs.count && !stopping { condition.wait() }
+            if head == jobs.count {
+                condition.unlock()
+                return
+            }
+            let job = jobs[head]
+            head += 1
+            if head > 1024 && head * 2 > jobs.count {
+                jobs.removeFirst(head)
+                head = 0
+            }
+            condition.unlock()
+            job()
+        }
+    }
+}

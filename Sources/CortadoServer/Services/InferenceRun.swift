@@ -1,0 +1,346 @@
+import CortadoCore
+import CortadoGRPC
+import CortadoServerProtos
+import Foundation
+
+/// One ModelInfer request on a worker: tensors in (raw, typed or shared memory), rows
+/// through the model, tensors out (raw, or written into the client's shared memory).
+struct InferenceRun {
+    let request: Inference_ModelInferRequest
+    let served: ServedModel
+    let sharedMemory: SharedMemoryRegistry
+
+    struct Result {
+        var message: Inference_ModelInferResponse
+        var rows: Int
+    }
+
+    func bad(_ message: String) -> GRPCStatus { GRPCStatus(.invalidArgument, message) }
+
+    func run() throws -> Result {
+        let model = served.model
+        let mappings = TensorMapping.inputs(of: model)
+        var batch = -1
+        var columns: [(TensorMapping, TensorElements, rowShape: [Int])] = []
+        let useRaw = !request.rawInputContents.isEmpty
+        if useRaw && request.rawInputContents.count != request.inputs.count {
+            throw bad("raw_input_contents has \(request.rawInputContents.count) entries for \(request.inputs.count) inputs")
+        }
+        for (index, tensor) in request.inputs.enumerated() {
+            guard let mapping = mappings.first(where: { $0.name == tensor.name }) else {
+                throw bad("model '\(model.name)' has no input named '\(tensor.name)' (inputs: \(mappings.map(\.name).joined(separator: ", ")))")
+            }
+            guard !columns.contains(where: { $0.0.name == tensor.name }) else { throw bad("input '\(tensor.name)' is given twice") }
+            let shape = tensor.shape.map { Int($0) }
+            guard shape.allSatisfy({ $0 >= 0 }) else { throw bad("input '\(tensor.name)': negative dimension in shape \(shape)") }
+            // A leading batch dimension, or none (one row).
+            let rows: Int
+            let rowShape: [Int]
+            if shape.count == mapping.dims.count + 1 {
+                rows = shape[0]
+                rowShape = Array(shape.dropFirst())
+            } else if shape.count == mapping.dims.count {
+                rows = 1
+                rowShape = shape
+            } else {
+                throw bad("input '\(tensor.name)': shape \(shape) has rank \(shape.count); expected [batch] + \(mapping.dims) (rank \(mapping.dims.count + 1))")
+            }
+            if batch < 0 { batch = rows } else if rows != batch {
+                throw bad("input '\(tensor.name)' has \(rows) rows but an earlier input has \(batch)")
+            }
+            let elements = try read(tensor, raw: useRaw ? request.rawInputContents[index] : nil, shape: shape, mapping: mapping)
+            columns.append((mapping, elements, rowShape))
+        }
+        for m in mappings where !m.feature.isOptional && !columns.contains(where: { $0.0.name == m.name }) {
+            throw bad("model '\(model.name)': required input '\(m.name)' is missing (expected \(m.datatype) \([-1] + m.dims))")
+        }
+        if batch < 0 { batch = 1 }
+        guard batch >= 1 else { throw bad("the batch is empty") }
+        guard batch <= Int(InferenceService.maxBatchSize) else { throw bad("batch of \(batch) rows is larger than max_batch_size \(InferenceService.maxBatchSize)") }
+
+        var providers: [MLFeatureProvider] = []
+        providers.reserveCapacity(batch)
+        for row in 0..<batch {
+            var values: [String: MLFeatureValue] = [:]
+            for (mapping, elements, rowShape) in columns {
+                values[mapping.name] = try value(row: row, mapping: mapping, elements: elements, rowShape: rowShape)
+            }
+            providers.append(MLDictionaryFeatureProvider(dictionary: values))
+        }
+        let results: [MLFeatureProvider]
+        if batch == 1 {
+            results = [try model.prediction(from: providers[0])]
+        } else {
+            let out = try model.predictions(fromBatch: MLArrayBatchProvider(array: providers))
+            results = (0..<out.count).map { out.features(at: $0) }
+        }
+        return Result(message: try respond(results), rows: batch)
+    }
+
+    // MARK: inputs
+
+    private func parameterString(_ p: [String: Inference_InferParameter], _ key: String) -> String? {
+        if case .stringParam(let s)? = p[key]?.parameterChoice { return s }
+        return nil
+    }
+
+    private func parameterInt(_ p: [String: Inference_InferParameter], _ key: String) -> Int? {
+        switch p[key]?.parameterChoice {
+        case .int64Param(let v)?: return Int(v)
+        case .uint64Param(let v)?: return Int(clamping: v)
+        default: return nil
+        }
+    }
+
+    /// Reads a tensor's elements from shared memory, raw bytes or typed contents.
+    private func read(_ tensor: Inference_ModelInferRequest.InferInputTensor, raw: Data?, shape: [Int], mapping: TensorMapping) throws -> TensorElements {
+        let name = tensor.name
+        let count = shape.reduce(1, *)
+        let datatype = tensor.datatype
+        if datatype == "BYTES" {
+            let strings: [Data]
+            if let region = parameterString(tensor.parameters, "shared_memory_region") {
+                let size = parameterInt(tensor.parameters, "shared_memory_byte_size") ?? 0
+                let span = try sharedMemory.span(region: region, offset: parameterInt(tensor.parameters, "shared_memory_offset") ?? 0, byteSize: size)
+                strings = try TensorBytes.split(UnsafeRawBufferPointer(span), name: name)
+            } else if let raw {
+                strings = try raw.withUnsafeBytes { (r) throws(GRPCStatus) in try TensorBytes.split(r, name: name) }
+            } else {
+                strings = tensor.contents.bytesContents
+            }
+            guard strings.count == count else { throw bad("input '\(name)': shape \(shape) needs \(count) BYTES elements, got \(strings.count)") }
+            return TensorElements(datatype: datatype, shape: shape, raw: UnsafeRawBufferPointer(start: nil, count: 0), strings: strings, owner: nil)
+        }
+        guard let size = TensorMapping.elementSize(datatype) else {
+            throw bad("input '\(name)': unknown datatype '\(datatype)'")
+        }
+        let bytes = count * size
+        if let region = parameterString(tensor.parameters, "shared_memory_region") {
+            let declared = parameterInt(tensor.parameters, "shared_memory_byte_size") ?? bytes
+            guard declared >= bytes else { throw bad("input '\(name)': shared_memory_byte_size \(declared) is smaller than the \(bytes) bytes of shape \(shape) \(datatype)") }
+            let span = try sharedMemory.span(region: region, offset: parameterInt(tensor.parameters, "shared_memory_offset") ?? 0, byteSize: bytes)
+            return TensorElements(datatype: datatype, shape: shape, raw: UnsafeRawBufferPointer(span), strings: [], owner: nil)
+        }
+        let data: Data
+        if let raw {
+            guard raw.count == bytes else { throw bad("input '\(name)': shape \(shape) of \(datatype) needs \(bytes) bytes, raw_input_contents has \(raw.count)") }
+            data = raw
+        } else {
+            data = try typedBytes(tensor.contents, datatype: datatype, count: count, name: name)
+        }
+        let box = DataBox(data)
+        return TensorElements(datatype: datatype, shape: shape, raw: box.buffer, strings: [], owner: box)
+    }
+
+    /// Typed contents (`fp32_contents`, …) as little-endian bytes of the tensor's datatype.
+    private func typedBytes(_ c: Inference_InferTensorContents, datatype: String, count: Int, name: String) throws -> Data {
+        func pack<T>(_ values: [T]) throws -> Data {
+            guard values.count == count else { throw bad("input '\(name)': shape needs \(count) values of \(datatype), the typed contents hold \(values.count)") }
+            return values.withUnsafeBytes { Data($0) }
+        }
+        switch datatype {
+        case "FP32": return try pack(c.fp32Contents)
+        case "FP64": return try pack(c.fp64Contents)
+        case "INT64": return try pack(c.int64Contents)
+        case "INT32": return try pack(c.intContents)
+        case "INT16": return try pack(c.intContents.map { Int16(truncatingIfNeeded: $0) })
+        case "INT8": return try pack(c.intContents.map { Int8(truncatingIfNeeded: $0) })
+        case "UINT64": return try pack(c.uint64Contents)
+        case "UINT32": return try pack(c.uintContents)
+        case "UINT16": return try pack(c.uintContents.map { UInt16(truncatingIfNeeded: $0) })
+        case "UINT8": return try pack(c.uintContents.map { UInt8(truncatingIfNeeded: $0) })
+        case "BOOL": return try pack(c.boolContents.map { $0 ? UInt8(1) : 0 })
+        default: throw bad("input '\(name)': datatype \(datatype) has no typed contents field; send it in raw_input_contents")
+        }
+    }
+
+    /// One row's value of one input.
+    private func value(row: Int, mapping: TensorMapping, elements: TensorElements, rowShape: [Int]) throws -> MLFeatureValue {
+        let name = mapping.name
+        let perRow = rowShape.reduce(1, *)
+        let numeric = elements.datatype != "BYTES"
+        switch mapping.kind {
+        case .int64, .double:
+            guard numeric else { throw bad("input '\(name)': expected a numeric tensor (\(mapping.datatype)), got BYTES") }
+            guard perRow == 1 else { throw bad("input '\(name)' is a scalar: each row holds one value, got shape \(rowShape)") }
+            if case .int64 = mapping.kind { return MLFeatureValue(int64: elements.int64(at: row)) }
+            return MLFeatureValue(double: elements.double(at: row))
+        case .string:
+            guard !numeric else { throw bad("input '\(name)': expected BYTES (a string), got \(elements.datatype)") }
+            guard perRow == 1 else { throw bad("input '\(name)' is a string: each row holds one element, got shape \(rowShape)") }
+            return MLFeatureValue(string: String(decoding: elements.strings[row], as: UTF8.self))
+        case .json:
+            guard !numeric else { throw bad("input '\(name)': expected BYTES holding the feature's JSON, got \(elements.datatype)") }
+            let parsed: Any
+            do { parsed = try MLJSONParser.parse(elements.strings[row]) } catch { throw bad("input '\(name)': the BYTES element is not JSON: \(error)") }
+            return try MLFeatureJSON.decode(parsed, as: mapping.feature)
+        case .int64Sequence:
+            guard numeric else { throw bad("input '\(name)': expected an INT64 tensor, got BYTES") }
+            return MLFeatureValue(sequence: MLSequence(int64s: (0..<perRow).map { elements.int64(at: row * perRow + $0) }))
+        case .multiArray(let declared):
+            guard numeric else { throw bad("input '\(name)': expected a numeric tensor, got BYTES") }
+            let wire = TensorMapping.arrayType(elements.datatype)
+            let array = try MLMultiArray(shape: rowShape, dataType: wire ?? declared ?? .double)
+            if wire != nil {
+                let size = array.dataType.size
+                array.dataPointer.copyMemory(from: elements.raw.baseAddress!.advanced(by: row * perRow * size), byteCount: perRow * size)
+            } else {
+                for i in 0..<perRow { array.setDouble(elements.double(at: row * perRow + i), at: i) }
+            }
+            return MLFeatureValue(multiArray: array)
+        case .probabilities:
+            throw bad("input '\(name)' cannot be a class-probability tensor")
+        case .image:
+            throw GRPCStatus(.unimplemented, "input '\(name)' is an image: images are not mapped to Open Inference Protocol tensors yet; use cortado.v1.Predictor")
+        }
+    }
+
+    // MARK: outputs
+
+    private func respond(_ results: [MLFeatureProvider]) throws -> Inference_ModelInferResponse {
+        let model = served.model
+        let mappings = TensorMapping.outputs(of: model)
+        var response = Inference_ModelInferResponse()
+        response.modelName = served.name
+        response.modelVersion = served.version
+        response.id = request.id
+        let wanted: [(TensorMapping, Inference_ModelInferRequest.InferRequestedOutputTensor?)]
+        if request.outputs.isEmpty {
+            wanted = mappings.map { ($0, nil) }
+        } else {
+            wanted = try request.outputs.map { requested in
+                guard let m = mappings.first(where: { $0.name == requested.name }) else {
+                    throw bad("model '\(model.name)' has no output named '\(requested.name)' (outputs: \(mappings.map(\.name).joined(separator: ", ")))")
+                }
+                return (m, requested)
+            }
+        }
+        for (mapping, requested) in wanted {
+            var (tensor, data) = try encode(mapping, results, classification: requested.flatMap { parameterInt($0.parameters, "classification") })
+            if let requested, let region = parameterString(requested.parameters, "shared_memory_region") {
+                let size = parameterInt(requested.parameters, "shared_memory_byte_size") ?? data.count
+                guard size >= data.count else {
+                    throw bad("output '\(mapping.name)' needs \(data.count) bytes, its shared-memory slot holds \(size)")
+                }
+                let span = try sharedMemory.span(region: region, offset: parameterInt(requested.parameters, "shared_memory_offset") ?? 0, byteSize: data.count)
+                data.withUnsafeBytes { if data.count > 0 { span.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: data.count) } }
+                var p = Inference_InferParameter()
+                p.stringParam = region
+                tensor.parameters["shared_memory_region"] = p
+                var s = Inference_InferParameter()
+                s.int64Param = Int64(data.count)
+                tensor.parameters["shared_memory_byte_size"] = s
+                data = Data()
+            }
+            response.outputs.append(tensor)
+            response.rawOutputContents.append(data)
+        }
+        return response
+    }
+
+    private func encode(_ mapping: TensorMapping, _ results: [MLFeatureProvider], classification: Int?) throws -> (Inference_ModelInferResponse.InferOutputTensor, Data) {
+        var tensor = Inference_ModelInferResponse.InferOutputTensor()
+        tensor.name = mapping.name
+        let rows = results.count
+        var data = Data()
+        func value(_ r: Int) throws -> MLFeatureValue {
+            guard let v = results[r].featureValue(for: mapping.name) else {
+                throw GRPCStatus(.internal, "the model produced no value for output '\(mapping.name)'")
+            }
+            return v
+        }
+        if let k = classification {
+            // Triton's classification extension: the top k classes as "score:index:label".
+            guard case .probabilities(let labels) = mapping.kind else {
+                throw bad("output '\(mapping.name)' holds no class probabilities; request classification on the probabilities output")
+            }
+            let top = max(1, min(k, labels.count))
+            for r in 0..<rows {
+                let scores = probabilities(try value(r), labels: labels)
+                for i in scores.indices.sorted(by: { scores[$0] > scores[$1] || (scores[$0] == scores[$1] && $0 < $1) }).prefix(top) {
+                    TensorBytes.append(Array("\(Float(scores[i])):\(i):\(labelText(labels, i))".utf8), to: &data)
+                }
+            }
+            tensor.datatype = "BYTES"
+            tensor.shape = [Int64(rows), Int64(top)]
+            return (tensor, data)
+        }
+        tensor.datatype = mapping.datatype
+        switch mapping.kind {
+        case .int64:
+            for r in 0..<rows { var v = try value(r).int64Value.littleEndian; withUnsafeBytes(of: &v) { data.append(contentsOf: $0) } }
+            tensor.shape = [Int64(rows), 1]
+        case .double:
+            for r in 0..<rows { var v = try value(r).doubleValue; withUnsafeBytes(of: &v) { data.append(contentsOf: $0) } }
+            tensor.shape = [Int64(rows), 1]
+        case .string:
+            for r in 0..<rows { TensorBytes.append(Array(try value(r).stringValue.utf8), to: &data) }
+            tensor.shape = [Int64(rows), 1]
+        case .json:
+            for r in 0..<rows {
+                var text = ""
+                MLFeatureJSON.encode(try value(r), into: &text)
+                TensorBytes.append(Array(text.utf8), to: &data)
+            }
+            tensor.shape = [Int64(rows), 1]
+        case .probabilities(let labels):
+            for r in 0..<rows {
+                for p in probabilities(try value(r), labels: labels) { var v = p; withUnsafeBytes(of: &v) { data.append(contentsOf: $0) } }
+            }
+            tensor.shape = [Int64(rows), Int64(labels.count)]
+        case .int64Sequence:
+            var width = -1
+            for r in 0..<rows {
+                let values = try value(r).sequenceValue?.int64Values ?? []
+                if width < 0 { width = values.count } else if width != values.count {
+                    throw GRPCStatus(.failedPrecondition, "output '\(mapping.name)': rows have sequences of different lengths; send rows one by one")
+                }
+                values.withUnsafeBytes { data.append(contentsOf: $0) }
+            }
+            tensor.shape = [Int64(rows), Int64(max(width, 0))]
+        case .multiArray:
+            var shape: [Int]?
+            var type: MLMultiArrayDataType?
+            for r in 0..<rows {
+                guard let array = try value(r).multiArrayValue else {
+                    throw GRPCStatus(.internal, "output '\(mapping.name)' is not a multi-array")
+                }
+                if shape == nil { shape = array.shape; type = array.dataType } else if shape! != array.shape || type! != array.dataType {
+                    throw GRPCStatus(.failedPrecondition, "output '\(mapping.name)': rows produced arrays of different shapes; send rows one by one")
+                }
+                data.append(MultiArrayBytes.contiguousData(array))
+            }
+            tensor.datatype = TensorMapping.datatype(type ?? .double)
+            tensor.shape = [Int64(rows)] + (shape ?? []).map { Int64($0) }
+        case .image:
+            throw GRPCStatus(.unimplemented, "output '\(mapping.name)' is an image: images are not mapped to Open Inference Protocol tensors yet; use cortado.v1.Predictor")
+        }
+        return (tensor, data)
+    }
+
+    private func probabilities(_ value: MLFeatureValue, labels: MLClassLabels) -> [Double] {
+        switch (value.dictionary, labels) {
+        case (.stringKeyed(let d)?, .strings(let l)): return l.map { d[$0] ?? 0 }
+        case (.int64Keyed(let d)?, .int64s(let l)): return l.map { d[$0] ?? 0 }
+        default: return [Double](repeating: 0, count: labels.count)
+        }
+    }
+
+    private func labelText(_ labels: MLClassLabels, _ i: Int) -> String {
+        switch labels {
+        case .strings(let l): return l[i]
+        case .int64s(let l): return String(l[i])
+        }
+    }
+}
+
+/// Pins a `Data`'s bytes for the length of a request.
+final class DataBox {
+    let data: UnsafeMutableRawBufferPointer
+    init(_ source: Data) {
+        data = .allocate(byteCount: max(source.count, 1), alignment: 16)
+        source.withUnsafeBytes { if $0.count > 0 { data.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+    }
+    deinit { data.deallocate() }
+    var buffer: UnsafeRawBufferPointer { UnsafeRawBufferPointer(data) }
+}

@@ -1,0 +1,236 @@
+import CortadoCore
+import CortadoGRPC
+import CortadoServerProtos
+import Foundation
+
+/// `inference.GRPCInferenceService`: the Open Inference Protocol (KServe v2) with the Triton
+/// extensions standard tools use. Core ML features map to tensors as `TensorMapping` says.
+public final class InferenceService: GRPCService, @unchecked Sendable {
+    public let serviceName = "inference.GRPCInferenceService"
+    let context: ServerContext
+    /// Rows per request: the leading dimension every tensor carries.
+    static let maxBatchSize: Int32 = 1024
+    static let service = "inference"
+
+    public init(context: ServerContext) { self.context = context }
+
+    public var methods: [String: GRPCUnaryHandler] {
+        let c = context
+        return [
+            "ServerLive": { call in c.inline(call) { var r = Inference_ServerLiveResponse(); r.live = true; return r } },
+            "ServerReady": { call in c.inline(call) { var r = Inference_ServerReadyResponse(); r.ready = c.isReady; return r } },
+            "ModelReady": { call in
+                c.inline(call) {
+                    let request = try c.decode(Inference_ModelReadyRequest.self, call)
+                    var r = Inference_ModelReadyResponse()
+                    r.ready = (try? c.repository.model(request.name, version: request.version)) != nil
+                    return r
+                }
+            },
+            "ServerMetadata": { call in
+                c.inline(call) {
+                    var r = Inference_ServerMetadataResponse()
+                    r.name = "cortado"
+                    r.version = CortadoServerApp.version
+                    r.extensions = ["classification", "model_repository", "model_repository(unload_dependents)", "model_configuration", "system_shared_memory", "statistics"]
+                    return r
+                }
+            },
+            "ModelMetadata": { call in
+                c.inline(call) {
+                    let request = try c.decode(Inference_ModelMetadataRequest.self, call)
+                    return Self.metadata(try c.repository.model(request.name, version: request.version))
+                }
+            },
+            "ModelConfig": { call in
+                c.inline(call) {
+                    let request = try c.decode(Inference_ModelConfigRequest.self, call)
+                    var r = Inference_ModelConfigResponse()
+                    r.config = Self.config(try c.repository.model(request.name, version: request.version))
+                    return r
+                }
+            },
+            "ModelStatistics": { call in
+                c.inline(call) {
+                    let request = try c.decode(Inference_ModelStatisticsRequest.self, call)
+                    return try Self.statistics(c, name: request.name, version: request.version)
+                }
+            },
+            "ModelInfer": { call in Self.infer(call, c) },
+            "RepositoryIndex": { call in
+                c.inline(call) {
+                    let request = try c.decode(Inference_RepositoryIndexRequest.self, call)
+                    var r = Inference_RepositoryIndexResponse()
+                    r.models = c.repository.index(readyOnly: request.ready).map { entry in
+                        var m = Inference_RepositoryIndexResponse.ModelIndex()
+                        m.name = entry.name
+                        m.version = entry.version
+                        m.state = entry.state.rawValue
+                        m.reason = entry.reason
+                        return m
+                    }
+                    return r
+                }
+            },
+            "RepositoryModelLoad": { call in
+                c.admin(call) {
+                    let request = try c.decode(Inference_RepositoryModelLoadRequest.self, call)
+                    try c.repository.load(request.modelName)
+                    return Inference_RepositoryModelLoadResponse()
+                }
+            },
+            "RepositoryModelUnload": { call in
+                c.admin(call) {
+                    let request = try c.decode(Inference_RepositoryModelUnloadRequest.self, call)
+                    try c.repository.unload(request.modelName)
+                    return Inference_RepositoryModelUnloadResponse()
+                }
+            },
+            "SystemSharedMemoryRegister": { call in
+                c.inline(call) {
+                    let request = try c.decode(Inference_SystemSharedMemoryRegisterRequest.self, call)
+                    try c.sharedMemory.register(name: request.name, key: request.key, offset: Int(clamping: request.offset), byteSize: Int(clamping: request.byteSize))
+                    return Inference_SystemSharedMemoryRegisterResponse()
+                }
+            },
+            "SystemSharedMemoryUnregister": { call in
+                c.inline(call) {
+                    let request = try c.decode(Inference_SystemSharedMemoryUnregisterRequest.self, call)
+                    c.sharedMemory.unregister(name: request.name)
+                    return Inference_SystemSharedMemoryUnregisterResponse()
+                }
+            },
+            "SystemSharedMemoryStatus": { call in
+                c.inline(call) {
+                    let request = try c.decode(Inference_SystemSharedMemoryStatusRequest.self, call)
+                    var r = Inference_SystemSharedMemoryStatusResponse()
+                    for region in try c.sharedMemory.status(name: request.name) {
+                        var s = Inference_SystemSharedMemoryStatusResponse.RegionStatus()
+                        s.name = region.name
+                        s.key = region.key
+                        s.offset = UInt64(region.offset)
+                        s.byteSize = UInt64(region.byteSize)
+                        r.regions[region.name] = s
+                    }
+                    return r
+                }
+            },
+        ]
+    }
+
+    // MARK: metadata and configuration
+
+    static func metadata(_ served: ServedModel) -> Inference_ModelMetadataResponse {
+        var r = Inference_ModelMetadataResponse()
+        r.name = served.name
+        r.versions = [served.version]
+        r.platform = "coreml"
+        func tensor(_ m: TensorMapping) -> Inference_ModelMetadataResponse.TensorMetadata {
+            var t = Inference_ModelMetadataResponse.TensorMetadata()
+            t.name = m.name
+            t.datatype = m.datatype
+            t.shape = [-1] + m.dims
+            return t
+        }
+        r.inputs = TensorMapping.inputs(of: served.model).map(tensor)
+        r.outputs = TensorMapping.outputs(of: served.model).map(tensor)
+        return r
+    }
+
+    static func configType(_ datatype: String) -> Inference_DataType {
+        switch datatype {
+        case "BOOL": return .typeBool
+        case "UINT8": return .typeUint8
+        case "INT32": return .typeInt32
+        case "INT64": return .typeInt64
+        case "FP16": return .typeFp16
+        case "FP32": return .typeFp32
+        case "FP64": return .typeFp64
+        case "BYTES": return .typeString
+        default: return .typeInvalid
+        }
+    }
+
+    static func config(_ served: ServedModel) -> Inference_ModelConfig {
+        var config = Inference_ModelConfig()
+        config.name = served.name
+        config.platform = "coreml"
+        config.backend = "cortado"
+        config.maxBatchSize = maxBatchSize
+        config.input = TensorMapping.inputs(of: served.model).map { m in
+            var i = Inference_ModelInput()
+            i.name = m.name
+            i.dataType = configType(m.datatype)
+            i.dims = m.dims
+            i.optional = m.feature.isOptional
+            return i
+        }
+        config.output = TensorMapping.outputs(of: served.model).map { m in
+            var o = Inference_ModelOutput()
+            o.name = m.name
+            o.dataType = configType(m.datatype)
+            o.dims = m.dims
+            return o
+        }
+        var group = Inference_ModelInstanceGroup()
+        group.name = served.name
+        group.kind = .cpu
+        group.count = Int32(served.scheduler.limits.maxConcurrency > 0 ? served.scheduler.limits.maxConcurrency : served.model.configuration.threadCount > 0 ? served.model.configuration.threadCount : 1)
+        config.instanceGroup = [group]
+        return config
+    }
+
+    static func statistics(_ c: ServerContext, name: String, version: String) throws -> Inference_ModelStatisticsResponse {
+        var r = Inference_ModelStatisticsResponse()
+        let models = name.isEmpty ? c.repository.loaded : [try c.repository.model(name, version: version)]
+        for served in models {
+            let s = served.statistics.snapshot
+            func duration(_ d: ServedModelStatistics.Duration) -> Inference_StatisticDuration {
+                var out = Inference_StatisticDuration()
+                out.count = d.count
+                out.ns = d.nanoseconds
+                return out
+            }
+            var m = Inference_ModelStatistics()
+            m.name = served.name
+            m.version = served.version
+            m.lastInference = s.lastInference
+            m.inferenceCount = s.inferenceCount
+            m.executionCount = s.executionCount
+            var stats = Inference_InferStatistics()
+            stats.success = duration(s.success)
+            stats.fail = duration(s.failure)
+            stats.queue = duration(s.queue)
+            stats.computeInput = duration(s.computeInput)
+            stats.computeInfer = duration(s.computeInfer)
+            stats.computeOutput = duration(s.computeOutput)
+            m.inferenceStats = stats
+            m.batchStats = s.batches.keys.sorted().map { size in
+                var b = Inference_InferBatchStatistics()
+                b.batchSize = UInt64(size)
+                b.computeInfer = duration(s.batches[size]!)
+                return b
+            }
+            r.modelStats.append(m)
+        }
+        return r
+    }
+
+    // MARK: inference
+
+    static func infer(_ call: GRPCServerCall, _ c: ServerContext) {
+        let request: Inference_ModelInferRequest
+        let served: ServedModel
+        do {
+            request = try c.decode(Inference_ModelInferRequest.self, call)
+            served = try c.repository.model(request.modelName, version: request.modelVersion)
+        } catch {
+            c.rejected(call, model: "", service: service, ServerContext.status(for: error))
+            return
+        }
+        c.infer(call, model: served, service: service) {
+            let response = try InferenceRun(request: request, served: served, sharedMemory: c.sharedMemory).run()
+            return (response.rows, try response.message.serializedBytes())
+        }
+    }
+}

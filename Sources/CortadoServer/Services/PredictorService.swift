@@ -1,0 +1,195 @@
+import CortadoCore
+import CortadoGRPC
+import CortadoServerProtos
+import Foundation
+
+/// `cortado.v1.Predictor`: Cortado's own API, typed feature values for every Core ML type.
+public final class PredictorService: GRPCService, @unchecked Sendable {
+    public let serviceName = "cortado.v1.Predictor"
+    let context: ServerContext
+
+    public init(context: ServerContext) { self.context = context }
+
+    public var methods: [String: GRPCUnaryHandler] {
+        [
+            "Predict": { [context] call in Self.predict(call, context) },
+            "PredictBatch": { [context] call in Self.predictBatch(call, context) },
+            "Load": { [context] call in Self.load(call, context) },
+            "Unload": { [context] call in Self.unload(call, context) },
+            "List": { [context] call in context.inline(call) { Self.list(context) } },
+            "Describe": { [context] call in Self.describe(call, context) },
+        ]
+    }
+
+    static let service = "predictor"
+
+    static func inputs(_ features: [Cortado_V1_Feature], model: MLModel) throws(GRPCStatus) -> MLDictionaryFeatureProvider {
+        var values: [String: MLFeatureValue] = [:]
+        values.reserveCapacity(features.count)
+        let description = model.modelDescription
+        for feature in features {
+            guard let expected = description.inputs.first(where: { $0.name == feature.name }) else {
+                throw GRPCStatus(.invalidArgument, "model '\(model.name)' has no input named '\(feature.name)' (inputs: \(description.inputs.map(\.name).joined(separator: ", ")))")
+            }
+            guard values[feature.name] == nil else { throw GRPCStatus(.invalidArgument, "input '\(feature.name)' is given twice") }
+            values[feature.name] = try NativeFeatureCoding.decode(feature.value, name: feature.name, expected: expected)
+        }
+        return MLDictionaryFeatureProvider(dictionary: values)
+    }
+
+    static func outputs(_ provider: MLFeatureProvider, model: MLModel, wanted: [String]) throws(GRPCStatus) -> [Cortado_V1_Feature] {
+        let names = wanted.isEmpty ? model.modelDescription.outputs.map(\.name) : wanted
+        var out: [Cortado_V1_Feature] = []
+        out.reserveCapacity(names.count)
+        for name in names {
+            guard let value = provider.featureValue(for: name) else {
+                throw GRPCStatus(.invalidArgument, "model '\(model.name)' has no output named '\(name)' (outputs: \(model.modelDescription.outputs.map(\.name).joined(separator: ", ")))")
+            }
+            var feature = Cortado_V1_Feature()
+            feature.name = name
+            feature.value = NativeFeatureCoding.encode(value)
+            out.append(feature)
+        }
+        return out
+    }
+
+    static func predict(_ call: GRPCServerCall, _ context: ServerContext) {
+        let request: Cortado_V1_PredictRequest
+        let served: ServedModel
+        do {
+            request = try context.decode(Cortado_V1_PredictRequest.self, call)
+            served = try context.repository.model(request.model, version: request.version)
+        } catch {
+            context.rejected(call, model: "", service: service, ServerContext.status(for: error))
+            return
+        }
+        context.infer(call, model: served, service: service) {
+            let input = try inputs(request.inputs, model: served.model)
+            let result = try served.model.prediction(from: input)
+            var response = Cortado_V1_PredictResponse()
+            response.model = served.name
+            response.version = served.version
+            response.outputs = try outputs(result, model: served.model, wanted: request.outputs)
+            return (1, try response.serializedBytes())
+        }
+    }
+
+    static func predictBatch(_ call: GRPCServerCall, _ context: ServerContext) {
+        let request: Cortado_V1_PredictBatchRequest
+        let served: ServedModel
+        do {
+            request = try context.decode(Cortado_V1_PredictBatchRequest.self, call)
+            served = try context.repository.model(request.model, version: request.version)
+        } catch {
+            context.rejected(call, model: "", service: service, ServerContext.status(for: error))
+            return
+        }
+        context.infer(call, model: served, service: service) {
+            var batch: [MLFeatureProvider] = []
+            batch.reserveCapacity(request.rows.count)
+            for (i, row) in request.rows.enumerated() {
+                do { batch.append(try inputs(row.features, model: served.model)) } catch {
+                    throw GRPCStatus(.invalidArgument, "row \(i): \((error as? GRPCStatus)?.message ?? "\(error)")")
+                }
+            }
+            let results = try served.model.predictions(fromBatch: MLArrayBatchProvider(array: batch))
+            var response = Cortado_V1_PredictBatchResponse()
+            response.model = served.name
+            response.version = served.version
+            response.rows.reserveCapacity(results.count)
+            for i in 0..<results.count {
+                var row = Cortado_V1_Row()
+                row.features = try outputs(results.features(at: i), model: served.model, wanted: request.outputs)
+                response.rows.append(row)
+            }
+            return (request.rows.count, try response.serializedBytes())
+        }
+    }
+
+    static func status(_ served: ServedModel) -> Cortado_V1_ModelStatus {
+        var s = Cortado_V1_ModelStatus()
+        s.name = served.name
+        s.version = served.version
+        s.state = .ready
+        s.specType = served.model.specType
+        return s
+    }
+
+    static func load(_ call: GRPCServerCall, _ context: ServerContext) {
+        context.admin(call) {
+            let request = try context.decode(Cortado_V1_LoadRequest.self, call)
+            let served = try context.repository.load(request.model)
+            var response = Cortado_V1_LoadResponse()
+            response.status = status(served)
+            return response
+        }
+    }
+
+    static func unload(_ call: GRPCServerCall, _ context: ServerContext) {
+        context.admin(call) {
+            let request = try context.decode(Cortado_V1_UnloadRequest.self, call)
+            try context.repository.unload(request.model)
+            return Cortado_V1_UnloadResponse()
+        }
+    }
+
+    static func list(_ context: ServerContext) -> Cortado_V1_ListResponse {
+        var response = Cortado_V1_ListResponse()
+        let loaded = Dictionary(uniqueKeysWithValues: context.repository.loaded.map { ($0.name, $0) })
+        for entry in context.repository.index() {
+            var s = Cortado_V1_ModelStatus()
+            s.name = entry.name
+            s.version = entry.version
+            switch entry.state {
+            case .ready: s.state = .ready
+            case .loading: s.state = .loading
+            case .unavailable: s.state = .unavailable
+            }
+            s.reason = entry.reason
+            s.specType = loaded[entry.name]?.model.specType ?? ""
+            response.models.append(s)
+        }
+        return response
+    }
+
+    static func describe(_ call: GRPCServerCall, _ context: ServerContext) {
+        context.inline(call) {
+            let request = try context.decode(Cortado_V1_DescribeRequest.self, call)
+            let served = try context.repository.model(request.model, version: request.version)
+            let model = served.model
+            let d = model.modelDescription
+            var response = Cortado_V1_DescribeResponse()
+            response.status = status(served)
+            response.specificationVersion = model.specification.specificationVersion
+            response.inputs = d.inputs.map(describe)
+            response.outputs = d.outputs.map(describe)
+            switch d.classLabels {
+            case .strings(let l)?: response.classLabels = l
+            case .int64s(let l)?: response.int64ClassLabels = l
+            case nil: break
+            }
+            response.predictedFeatureName = d.predictedFeatureName ?? ""
+            response.predictedProbabilitiesName = d.predictedProbabilitiesName ?? ""
+            response.author = d.author
+            response.license = d.license
+            response.shortDescription = d.shortDescription
+            response.userDefined = d.userDefined
+            response.summary = model.compiled.summary
+            return response
+        }
+    }
+
+    static func describe(_ f: MLFeatureDescription) -> Cortado_V1_FeatureDescription {
+        var out = Cortado_V1_FeatureDescription()
+        out.name = f.name
+        out.shortDescription = f.shortDescription
+        out.type = "\(f.type)"
+        out.optional = f.isOptional
+        if let c = f.multiArrayConstraint {
+            if let dt = c.dataType { out.dataType = NativeFeatureCoding.wireType(dt) }
+            out.shape = c.shape.map { Int64($0) }
+        }
+        out.constraint = f.typeSummary
+        return out
+    }
+}

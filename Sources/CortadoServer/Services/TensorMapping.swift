@@ -1,0 +1,182 @@
+import CortadoCore
+import CortadoGRPC
+import Foundation
+
+/// How one Core ML feature looks as an Open Inference Protocol tensor. Every model is
+/// served with a leading batch dimension (`max_batch_size` > 0); `dims` excludes it.
+///
+/// | Core ML feature | tensor |
+/// |---|---|
+/// | int64 | INT64 [1] |
+/// | double | FP64 [1] |
+/// | string | BYTES [1] |
+/// | multiArray | its own type (FP32, FP64, INT32, FP16), its shape (-1 for flexible dims) |
+/// | dictionary output of a classifier's probabilities | FP64 [classes], in class-label order; or the classification extension |
+/// | other dictionaries, sequences | BYTES [1] holding the feature's JSON encoding (inputs and outputs); int64 sequences as INT64 [-1] |
+/// | image | not mapped (UNIMPLEMENTED naming the feature); use cortado.v1.Predictor |
+struct TensorMapping {
+    enum Kind {
+        case int64
+        case double
+        case string
+        case multiArray(MLMultiArrayDataType?)
+        case probabilities(MLClassLabels)
+        case json
+        case int64Sequence
+        case image
+    }
+
+    let feature: MLFeatureDescription
+    let kind: Kind
+    let datatype: String
+    let dims: [Int64]
+
+    var name: String { feature.name }
+
+    init(_ feature: MLFeatureDescription, classLabels: MLClassLabels?, isProbabilities: Bool) {
+        self.feature = feature
+        switch feature.type {
+        case .int64: kind = .int64; datatype = "INT64"; dims = [1]
+        case .double: kind = .double; datatype = "FP64"; dims = [1]
+        case .string: kind = .string; datatype = "BYTES"; dims = [1]
+        case .multiArray:
+            let c = feature.multiArrayConstraint
+            kind = .multiArray(c?.dataType)
+            datatype = TensorMapping.datatype(c?.dataType ?? .double)
+            var shape = (c?.shape ?? []).map { Int64($0) }
+            if let sc = c?.shapeConstraint {
+                if sc.type == .range {
+                    shape = sc.sizeRangeForDimension.map { $0.lowerBound == $0.upperBound ? Int64($0.lowerBound) : -1 }
+                } else if sc.type == .enumerated, let first = sc.enumeratedShapes.first {
+                    shape = first.enumerated().map { i, d in sc.enumeratedShapes.allSatisfy({ $0.count > i && $0[i] == d }) ? Int64(d) : -1 }
+                }
+            }
+            dims = shape.isEmpty ? [-1] : shape
+        case .dictionary:
+            if isProbabilities, let labels = classLabels {
+                kind = .probabilities(labels); datatype = "FP64"; dims = [Int64(labels.count)]
+            } else {
+                kind = .json; datatype = "BYTES"; dims = [1]
+            }
+        case .sequence:
+            if feature.sequenceConstraint?.valueType == .int64 {
+                kind = .int64Sequence; datatype = "INT64"; dims = [-1]
+            } else {
+                kind = .json; datatype = "BYTES"; dims = [1]
+            }
+        case .image:
+            kind = .image; datatype = "UINT8"
+            let c = feature.imageConstraint
+            let channels: Int64 = c?.colorSpace == .grayscale || c?.colorSpace == .grayscaleFloat16 ? 1 : 3
+            dims = [Int64(c?.pixelsHigh ?? -1), Int64(c?.pixelsWide ?? -1), channels]
+        case .invalid:
+            kind = .json; datatype = "BYTES"; dims = [1]
+        }
+    }
+
+    static func datatype(_ t: MLMultiArrayDataType) -> String {
+        switch t {
+        case .float32: return "FP32"
+        case .double: return "FP64"
+        case .int32: return "INT32"
+        case .float16: return "FP16"
+        }
+    }
+
+    static func arrayType(_ datatype: String) -> MLMultiArrayDataType? {
+        switch datatype {
+        case "FP32": return .float32
+        case "FP64": return .double
+        case "INT32": return .int32
+        case "FP16": return .float16
+        default: return nil
+        }
+    }
+
+    /// Bytes per element of a fixed-size datatype; nil for BYTES or unknown.
+    static func elementSize(_ datatype: String) -> Int? {
+        switch datatype {
+        case "BOOL", "UINT8", "INT8": return 1
+        case "UINT16", "INT16", "FP16", "BF16": return 2
+        case "UINT32", "INT32", "FP32": return 4
+        case "UINT64", "INT64", "FP64": return 8
+        default: return nil
+        }
+    }
+
+    /// The mappings of a model's inputs and outputs.
+    static func inputs(of model: MLModel) -> [TensorMapping] {
+        model.modelDescription.inputs.map { TensorMapping($0, classLabels: nil, isProbabilities: false) }
+    }
+
+    static func outputs(of model: MLModel) -> [TensorMapping] {
+        let d = model.modelDescription
+        return d.outputs.map { TensorMapping($0, classLabels: d.classLabels, isProbabilities: $0.name == d.predictedProbabilitiesName) }
+    }
+}
+
+/// An input tensor's elements as little-endian bytes in its wire datatype, or as a list of
+/// byte strings for BYTES.
+struct TensorElements {
+    let datatype: String
+    let shape: [Int]
+    let raw: UnsafeRawBufferPointer
+    let strings: [Data]
+    /// Keeps the storage `raw` points into alive.
+    let owner: AnyObject?
+
+    var count: Int { shape.reduce(1, *) }
+
+    func double(at i: Int) -> Double {
+        let p = raw.baseAddress!
+        switch datatype {
+        case "FP64": return p.loadUnaligned(fromByteOffset: i * 8, as: Double.self)
+        case "FP32": return Double(p.loadUnaligned(fromByteOffset: i * 4, as: Float.self))
+        case "FP16": return Double(p.loadUnaligned(fromByteOffset: i * 2, as: Float16.self))
+        case "INT64": return Double(p.loadUnaligned(fromByteOffset: i * 8, as: Int64.self))
+        case "INT32": return Double(p.loadUnaligned(fromByteOffset: i * 4, as: Int32.self))
+        case "INT16": return Double(p.loadUnaligned(fromByteOffset: i * 2, as: Int16.self))
+        case "INT8": return Double(p.loadUnaligned(fromByteOffset: i, as: Int8.self))
+        case "UINT64": return Double(p.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self))
+        case "UINT32": return Double(p.loadUnaligned(fromByteOffset: i * 4, as: UInt32.self))
+        case "UINT16": return Double(p.loadUnaligned(fromByteOffset: i * 2, as: UInt16.self))
+        case "UINT8", "BOOL": return Double(p.load(fromByteOffset: i, as: UInt8.self))
+        default: return 0
+        }
+    }
+
+    func int64(at i: Int) -> Int64 {
+        let p = raw.baseAddress!
+        switch datatype {
+        case "INT64": return p.loadUnaligned(fromByteOffset: i * 8, as: Int64.self)
+        case "INT32": return Int64(p.loadUnaligned(fromByteOffset: i * 4, as: Int32.self))
+        case "UINT64": return Int64(truncatingIfNeeded: p.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self))
+        default:
+            let d = double(at: i)
+            return d.isFinite ? Int64(d) : 0
+        }
+    }
+}
+
+/// BYTES tensors on the wire: each element is a 4-byte little-endian length, then the bytes.
+enum TensorBytes {
+    static func split(_ data: UnsafeRawBufferPointer, name: String) throws(GRPCStatus) -> [Data] {
+        var out: [Data] = []
+        var i = 0
+        while i < data.count {
+            guard i + 4 <= data.count else { throw GRPCStatus(.invalidArgument, "input '\(name)': BYTES data ends inside an element's length prefix") }
+            let n = Int(data.loadUnaligned(fromByteOffset: i, as: UInt32.self).littleEndian)
+            i += 4
+            guard i + n <= data.count else { throw GRPCStatus(.invalidArgument, "input '\(name)': a BYTES element of \(n) bytes runs past the end of the data") }
+            out.append(Data(data[i..<(i + n)]))
+            i += n
+        }
+        return out
+    }
+
+    static func append(_ element: some Collection<UInt8>, to out: inout Data) {
+        var n = UInt32(element.count).littleEndian
+        withUnsafeBytes(of: &n) { out.append(contentsOf: $0) }
+        out.append(contentsOf: element)
+    }
+}

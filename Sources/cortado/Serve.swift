@@ -1,0 +1,130 @@
+import ArgumentParser
+import CortadoModels
+import CortadoServer
+import Foundation
+import Logging
+
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve every model in a repository over gRPC.",
+        discussion: """
+        Serves cortado.v1.Predictor (typed Core ML features), inference.GRPCInferenceService \
+        (the Open Inference Protocol / Triton gRPC API, for tritonclient and perf_analyzer) and \
+        grpc.health.v1.Health on one port, and Prometheus metrics (/metrics), /healthz and \
+        /readyz over plain HTTP on the metrics port.
+
+        Repository layout: DIR/<name>/<version>/model.mlmodel (the highest version serves) or \
+        DIR/<name>.mlmodel. SIGTERM or SIGINT drains: calls in flight finish, then exit 0.
+
+        Config file (JSON; flags win): {"host", "port", "metricsPort", "workers", "maxQueue", \
+        "maxConcurrency", "maxMessageSize", "drainTimeout", \
+        "models": {"<name>": {"maxConcurrency": N, "maxQueue": N}}}.
+        """
+    )
+
+    @Option(name: .long, help: "Model repository folder.")
+    var models: String = "examples/repository"
+
+    @Option(name: .long, help: "A JSON config file (see above).")
+    var config: String?
+
+    @Option(name: .long, help: "Address to listen on (default 127.0.0.1; 0.0.0.0 or :: for every interface).")
+    var host: String?
+
+    @Option(name: .long, help: "gRPC port (default 8001; 0 picks a free port, printed in the log).")
+    var port: Int?
+
+    @Option(name: .long, help: "Plain-HTTP port for /metrics, /healthz, /readyz (default 8002; -1 turns it off).")
+    var metricsPort: Int?
+
+    @Option(name: .long, help: "Worker threads running predictions (default: one per core).")
+    var workers: Int?
+
+    @Option(name: .long, help: "Requests a model may queue beyond those running; more get RESOURCE_EXHAUSTED (default 1024).")
+    var maxQueue: Int?
+
+    @Option(name: .long, help: "Predictions of one model running at once (default: the worker count).")
+    var maxConcurrency: Int?
+
+    @Option(name: .long, help: "Largest request message in bytes; larger get RESOURCE_EXHAUSTED (default 67108864).")
+    var maxMessageSize: Int?
+
+    @Option(name: .long, help: "Seconds a shutdown waits for calls in flight (default 30).")
+    var drainTimeout: Double?
+
+    @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical (default info).")
+    var logLevel: String = "info"
+
+    struct FileConfig: Decodable {
+        struct Model: Decodable { var maxConcurrency: Int?; var maxQueue: Int? }
+        var host: String?
+        var port: Int?
+        var metricsPort: Int?
+        var workers: Int?
+        var maxQueue: Int?
+        var maxConcurrency: Int?
+        var maxMessageSize: Int?
+        var drainTimeout: Double?
+        var models: [String: Model]?
+    }
+
+    func run() throws {
+        guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown --log-level \(logLevel)") }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "cortado")
+        var file = FileConfig()
+        if let config {
+            do {
+                file = try JSONDecoder().decode(FileConfig.self, from: Data(contentsOf: URL(fileURLWithPath: config)))
+            } catch {
+                fail("config file \(config): \(error)")
+            }
+        }
+        var isDir: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: models, isDirectory: &isDir), isDir.boolValue else {
+            fail("model repository \(models) is not a folder (expected DIR/<name>/<version>/model.mlmodel)")
+        }
+        CortadoModels.registerBuiltinKinds()
+        var options = CortadoServerApp.Options()
+        options.repository = URL(fileURLWithPath: models)
+        options.transport.host = host ?? file.host ?? "127.0.0.1"
+        options.transport.port = port ?? file.port ?? 8001
+        let metrics = metricsPort ?? file.metricsPort ?? 8002
+        options.transport.httpPort = metrics < 0 ? nil : metrics
+        options.transport.maxReceiveMessageSize = maxMessageSize ?? file.maxMessageSize ?? (64 << 20)
+        options.transport.drainTimeout = drainTimeout ?? file.drainTimeout ?? 30
+        options.workers = workers ?? file.workers ?? 0
+        options.limits = .init(maxConcurrency: maxConcurrency ?? file.maxConcurrency ?? 0, maxQueue: maxQueue ?? file.maxQueue ?? 1024)
+        for (name, m) in file.models ?? [:] {
+            options.limitsByModel[name] = .init(maxConcurrency: m.maxConcurrency ?? options.limits.maxConcurrency, maxQueue: m.maxQueue ?? options.limits.maxQueue)
+        }
+        guard options.limits.maxQueue >= 0, options.workers >= 0, options.transport.maxReceiveMessageSize > 0 else {
+            throw ValidationError("--max-queue and --workers must be ≥ 0, --max-message-size > 0")
+        }
+
+        signal(SIGPIPE, SIG_IGN)
+        let app = CortadoServerApp(options: options, logger: logger)
+        var sources: [DispatchSourceSignal] = []
+        for sig in [SIGTERM, SIGINT] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler {
+                logger.info("signal \(sig == SIGTERM ? "SIGTERM" : "SIGINT"): draining")
+                app.shutdown()
+            }
+            source.resume()
+            sources.append(source)
+        }
+        do {
+            try app.start()
+        } catch {
+            fail("\(error)")
+        }
+        app.wait()
+        _ = sources
+    }
+}
