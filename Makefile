@@ -9,7 +9,7 @@ EXAMPLE := examples/iris
 help:
 	@echo "make example      set up, build and run cortado predict on the bundled example model"
 	@echo "make test         set up, build, run the Swift unit tests and the conformance suite"
-	@echo "make bench        release build, then the benchmarks (Cortado vs XGBoost, scikit-learn)"
+	@echo "make bench        release build, then the benchmarks (vs XGBoost, scikit-learn, MLServer, nghttpd)"
 	@echo "make protos       regenerate Protos/CoreML from coremltools' descriptors and Sources/CortadoSpec"
 	@echo "make setup        install the Debian and Python packages the build and tests need"
 
@@ -30,16 +30,18 @@ unit-test: build
 	$(SWIFT) test
 
 conformance: build
-	CORTADO_BIN=$(CORTADO_DEBUG) $(PY) -m pytest -q Tests/Conformance Tests/Format Tests/CLI
+	CORTADO_BIN=$(CORTADO_DEBUG) $(PY) -m pytest -q Tests/Conformance Tests/Format Tests/CLI Tests/Server
 
 test: unit-test conformance
 
 bench: release
+	@scripts/setup-bench.sh
 	$(PY) bench/run_all.py --bin .build/release
 
 protos: setup
 	PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python $(PY) scripts/write_protos.py Protos/CoreML
 	scripts/generate_swift.sh
+	scripts/generate_server_swift.sh
 
 clean:
 	rm -rf .build .cases

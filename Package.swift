@@ -101,6 +101,11 @@ let package = Package(
             path: "Tests/CortadoGRPCTests"
         ),
         .testTarget(
+            name: "CortadoServerTests",
+            dependencies: ["CortadoServer", "CortadoModels", "CortadoServerProtos"],
+            path: "Tests/CortadoServerTests"
+        ),
+        .testTarget(
             name: "CortadoKindsTests",
             dependencies: ["CortadoModels"],
             path: "Tests/CortadoKindsTests"

@@ -8,7 +8,11 @@ table as it goes; the summary at the end lists every case's median rows/s for bo
 the ratio (wall clock and CPU time). Nothing asserts on time: the exit status is 1 only when an
 engine disagreed with its reference (or a benchmark failed to run), 0 otherwise.
 
-Usage: .venv/bin/python bench/run_all.py [--bin .build/release] [--only trees|glm ...]
+Then bench/server_vs_mlserver.py: `cortado serve` vs MLServer under perf_analyzer (concurrency
+1, 16, 64), and h2load against nghttpd (the HTTP/2 ceiling) and against Cortado replaying a
+recorded ModelInfer (needs scripts/setup-bench.sh; skip with --only trees glm).
+
+Usage: .venv/bin/python bench/run_all.py [--bin .build/release] [--only trees|glm|server ...]
 `make bench` builds in release mode and runs this with --bin .build/release.
 """
 import argparse
@@ -33,7 +37,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", default=common.DEFAULT_BIN,
                    help="build folder holding cortado-bench, or the executable (default .build/release)")
-    p.add_argument("--only", nargs="+", choices=[b[0] for b in BENCHMARKS], help="run only these")
+    p.add_argument("--only", nargs="+", choices=[b[0] for b in BENCHMARKS] + ["server"], help="run only these")
     a = p.parse_args()
     binary = common.resolve_bin(a.bin)
 
@@ -57,6 +61,13 @@ def main():
                     summaries.append(json.load(f))
             elif done.returncode == 0:
                 failures.append(f"{script} wrote no summary")
+
+    if not a.only or "server" in a.only:
+        print("=== Cortado serve vs MLServer under perf_analyzer; HTTP/2 ceiling (server_vs_mlserver.py) ===", flush=True)
+        done = subprocess.run([sys.executable, os.path.join(HERE, "server_vs_mlserver.py"), "--bin", os.path.dirname(binary)])
+        if done.returncode != 0:
+            failures.append(f"server_vs_mlserver.py exited {done.returncode}")
+        print()
 
     rows = [r for s in summaries for r in s["results"]]
     print("=== Summary: Cortado throughput relative to each engine's own batch predict "

@@ -24,6 +24,8 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
     private var shutdownRequested = false
     private var inFlight = 0
     private var connectionTotal = 0
+    /// Set by `stop()`: the wake-up handle is closing and must not be signalled again.
+    private var wakeClosed = false
 
     private(set) var isDraining = false
     private var stopped = false
@@ -166,15 +168,23 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
         lock.withLock { inFlight += 1 }
     }
 
-    /// From any thread: queue the answer and wake the loop.
+    /// From any thread: queue the answer and wake the loop. Once the loop has stopped (a call
+    /// that outlived the drain timeout) the answer is dropped: libuv aborts the process on a
+    /// `uv_async_send` to a closed loop, so the send happens under the lock `stop()` takes.
     func complete(_ call: GRPCServerCall, _ result: GRPCCallResult) {
-        lock.withLock { answered.append((call, result)) }
-        uv_async_send(wake)
+        lock.withLock {
+            guard !wakeClosed else { inFlight -= 1; return }
+            answered.append((call, result))
+            uv_async_send(wake)
+        }
     }
 
+    /// From any thread, any number of times, also after the loop has stopped.
     func requestShutdown() {
-        lock.withLock { shutdownRequested = true }
-        uv_async_send(wake)
+        lock.withLock {
+            shutdownRequested = true
+            if !wakeClosed { uv_async_send(wake) }
+        }
     }
 
     private func wakeUp() {
@@ -229,6 +239,7 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
     private func stop() {
         guard !stopped else { return }
         stopped = true
+        lock.withLock { wakeClosed = true }
         uv_timer_stop(drainTimer)
         close(handle: drainTimer)
         close(handle: wake)

@@ -18,6 +18,11 @@ final class HTTP2Stream {
     var response: [UInt8] = []
     var responseOffset = 0
 
+    /// Request headers the transport drops on arrival (`te: trailers` is required by gRPC but
+    /// carries nothing; the others only describe the client).
+    static let ignoredHeaders: [[UInt8]] = [Array("te".utf8), Array("user-agent".utf8), Array("grpc-accept-encoding".utf8),
+                                            Array("accept-encoding".utf8), Array(":scheme".utf8), Array(":authority".utf8)]
+
     init(id: Int32, maxMessageSize: Int) {
         self.id = id
         self.reader = GRPCMessageReader(maxMessageSize: maxMessageSize)
@@ -33,7 +38,6 @@ final class HTTP2Stream {
         case "grpc-encoding": encoding = value
         case "grpc-timeout":
             if let t = GRPCTimeout.parse(value) { timeoutNanos = t } else { badTimeout = true }
-        case "te", "user-agent", "grpc-accept-encoding", "accept-encoding": metadata.append((name, value))
         default: metadata.append((name, value))
         }
     }

@@ -29,7 +29,10 @@ enum NGHTTP2Callbacks {
         // Request headers only; trailers from a client are ignored.
         guard frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue), frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST,
               let stream = conn.streams[frame.pointee.hd.stream_id] else { return 0 }
-        stream.addHeader(name: String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self),
+        let nameBytes = UnsafeBufferPointer(start: name, count: nameLength)
+        // Headers every gRPC client sends and no handler reads: skip them without building strings.
+        if HTTP2Stream.ignoredHeaders.contains(where: { $0.elementsEqual(nameBytes) }) { return 0 }
+        stream.addHeader(name: String(decoding: nameBytes, as: UTF8.self),
                          value: String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self))
         return 0
     }

@@ -14,6 +14,9 @@ public final class ServedModel: @unchecked Sendable {
     public let loadedAt = Date()
     /// Seconds the load took (parse and compile).
     public let loadSeconds: Double
+    /// The model's features as Open Inference Protocol tensors, worked out once.
+    let tensorInputs: [TensorMapping]
+    let tensorOutputs: [TensorMapping]
 
     public init(name: String, version: String, model: MLModel, scheduler: ModelScheduler, source: URL?, loadSeconds: Double) {
         self.name = name
@@ -22,5 +25,7 @@ public final class ServedModel: @unchecked Sendable {
         self.scheduler = scheduler
         self.source = source
         self.loadSeconds = loadSeconds
+        tensorInputs = TensorMapping.inputs(of: model)
+        tensorOutputs = TensorMapping.outputs(of: model)
     }
 }

@@ -7,6 +7,8 @@ public final class WorkerPool: @unchecked Sendable {
     private var jobs: [() -> Void] = []
     private var head = 0
     private var stopping = false
+    /// Threads asleep on the condition: a submit wakes one only when some are.
+    private var idle = 0
     private var threads: [Thread] = []
     public let threadCount: Int
 
@@ -25,7 +27,7 @@ public final class WorkerPool: @unchecked Sendable {
     public func submit(_ job: @escaping () -> Void) {
         condition.lock()
         jobs.append(job)
-        condition.signal()
+        if idle > 0 { condition.signal() }
         condition.unlock()
     }
 
@@ -46,7 +48,11 @@ public final class WorkerPool: @unchecked Sendable {
     private func work() {
         while true {
             condition.lock()
-            while head == jobs.count && !stopping { condition.wait() }
+            while head == jobs.count && !stopping {
+                idle += 1
+                condition.wait()
+                idle -= 1
+            }
             if head == jobs.count {
                 condition.unlock()
                 return

@@ -19,7 +19,7 @@ struct InferenceRun {
 
     func run() throws -> Result {
         let model = served.model
-        let mappings = TensorMapping.inputs(of: model)
+        let mappings = served.tensorInputs
         var batch = -1
         var columns: [(TensorMapping, TensorElements, rowShape: [Int])] = []
         let useRaw = !request.rawInputContents.isEmpty
@@ -199,7 +199,7 @@ struct InferenceRun {
 
     private func respond(_ results: [MLFeatureProvider]) throws -> Inference_ModelInferResponse {
         let model = served.model
-        let mappings = TensorMapping.outputs(of: model)
+        let mappings = served.tensorOutputs
         var response = Inference_ModelInferResponse()
         response.modelName = served.name
         response.modelVersion = served.version

@@ -132,8 +132,8 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
             t.shape = [-1] + m.dims
             return t
         }
-        r.inputs = TensorMapping.inputs(of: served.model).map(tensor)
-        r.outputs = TensorMapping.outputs(of: served.model).map(tensor)
+        r.inputs = served.tensorInputs.map(tensor)
+        r.outputs = served.tensorOutputs.map(tensor)
         return r
     }
 
@@ -157,7 +157,7 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
         config.platform = "coreml"
         config.backend = "cortado"
         config.maxBatchSize = maxBatchSize
-        config.input = TensorMapping.inputs(of: served.model).map { m in
+        config.input = served.tensorInputs.map { m in
             var i = Inference_ModelInput()
             i.name = m.name
             i.dataType = configType(m.datatype)
@@ -165,7 +165,7 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
             i.optional = m.feature.isOptional
             return i
         }
-        config.output = TensorMapping.outputs(of: served.model).map { m in
+        config.output = served.tensorOutputs.map { m in
             var o = Inference_ModelOutput()
             o.name = m.name
             o.dataType = configType(m.datatype)

@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""`cortado serve` against MLServer, both driven by perf_analyzer, plus an HTTP/2 ceiling.
+
+Side by side in one script, on the same machine and the same models:
+
+1. Trains a binary LogisticRegression (20 features) and an XGBoost regressor (100 trees,
+   depth 6, 20 features, base_score=0.5) with fixed seeds; converts both with coremltools to
+   models with one multi-array input `input` [20]; saves the originals for MLServer
+   (mlserver-sklearn, mlserver-xgboost; `parallel_workers: 0`, the faster setting on 2 cores).
+2. Starts Cortado (release build) and MLServer (from .venv-bench, with a ModelConfig shim:
+   bench/mlserver_launch.py) on free loopback ports.
+3. perf_analyzer (the binary shipped in tritonclient 2.41.0's wheel) drives each server and
+   model at concurrency 1, 16 and 64, batch 1, random FP64 inputs: throughput and p50/p99
+   latency as perf_analyzer reports them (it aborts on the first failed request, so a row
+   means zero errors).
+4. h2load: the ceiling is nghttpd serving a 62-byte file at 16 connections × 16 streams; the
+   same load replays one recorded ModelInfer request (the lightest gRPC client there is)
+   against Cortado. Reported as a fraction of the ceiling.
+
+Nothing asserts on time. Exit status: non-zero only when a server or tool fails to run.
+Usage: .venv/bin/python bench/server_vs_mlserver.py [--bin .build/release] [--quick]
+"""
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (pins numerical libraries to one thread before numpy loads)
+
+import numpy as np  # noqa: E402
+
+ROOT = common.ROOT
+BENCH_PY = os.path.join(ROOT, ".venv-bench", "bin", "python")
+PERF = os.path.join(ROOT, ".venv", "bin", "perf_analyzer")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_models(work, seed=11):
+    common.quiet_coremltools()
+    import joblib
+    import xgboost as xgb
+    from coremltools.converters import sklearn as ct_sk
+    from coremltools.converters import xgboost as ct_xgb
+    from coremltools.models import datatypes
+    from coremltools.proto import FeatureTypes_pb2
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.RandomState(seed)
+    X = rng.randn(4000, 20)
+    y_cls = (X[:, 0] + 0.5 * X[:, 1] - X[:, 2] + 0.1 * rng.randn(4000) > 0).astype(np.int64)
+    y_reg = X[:, 0] * 2 + np.sin(X[:, 1]) + 0.1 * rng.randn(4000)
+
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # coremltools converts only 'ovr' models
+        logreg = LogisticRegression(multi_class="ovr", max_iter=500).fit(X, y_cls)
+    booster = xgb.XGBRegressor(n_estimators=100, max_depth=6, base_score=0.5, random_state=seed, n_jobs=1).fit(X, y_reg)
+
+    cortado = os.path.join(work, "cortado")
+    mlserver = os.path.join(work, "mlserver")
+    for name in ("logreg", "xgb"):
+        os.makedirs(os.path.join(cortado, name, "1"))
+        os.makedirs(os.path.join(mlserver, name))
+
+    spec = ct_sk.convert(logreg, [("input", datatypes.Array(20))], "label").get_spec()
+    with open(os.path.join(cortado, "logreg", "1", "model.mlmodel"), "wb") as fh:
+        fh.write(spec.SerializeToString())
+
+    # coremltools' XGBoost converter names one double input per feature; a tree ensemble
+    # reads a multi-array input the same way (feature index = element index), so give it the
+    # single [20] input MLServer's model takes too.
+    names = [f"f{i}" for i in range(20)]
+    spec = ct_xgb.convert(booster.get_booster(), feature_names=names, target="y").get_spec()
+    del spec.description.input[:]
+    feature = spec.description.input.add()
+    feature.name = "input"
+    feature.type.multiArrayType.shape.append(20)
+    feature.type.multiArrayType.dataType = FeatureTypes_pb2.ArrayFeatureType.DOUBLE
+    with open(os.path.join(cortado, "xgb", "1", "model.mlmodel"), "wb") as fh:
+        fh.write(spec.SerializeToString())
+
+    joblib.dump(logreg, os.path.join(mlserver, "logreg", "model.joblib"))
+    booster.get_booster().save_model(os.path.join(mlserver, "xgb", "model.json"))
+    tensor = [{"name": "input", "datatype": "FP64", "shape": [-1, 20]}]
+    for name, impl, uri, out in (("logreg", "mlserver_sklearn.SKLearnModel", "./model.joblib", "predict"),
+                                 ("xgb", "mlserver_xgboost.XGBoostModel", "./model.json", "predict")):
+        with open(os.path.join(mlserver, name, "model-settings.json"), "w") as fh:
+            json.dump({"name": name, "implementation": impl, "parameters": {"uri": uri},
+                       "inputs": tensor, "outputs": [{"name": out, "datatype": "FP64", "shape": [-1, 1]}]}, fh)
+    return cortado, mlserver, X[:1]
+
+
+def wait_ready(url, models, proc, timeout=120):
+    import tritonclient.grpc as tc
+    deadline = time.time() + timeout
+    client = tc.InferenceServerClient(url)
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            log = getattr(proc, "log_path", None)
+            tail = open(log).read()[-2000:] if log and os.path.exists(log) else ""
+            raise RuntimeError(f"server at {url} exited with {proc.returncode}\n{tail}")
+        try:
+            if all(client.is_model_ready(m) for m in models):
+                return
+        except Exception:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"server at {url} not ready after {timeout}s")
+
+
+def perf_env():
+    env = dict(os.environ)
+    libdirs = []
+    site = os.path.join(ROOT, ".venv-bench", "lib")
+    for dirpath, _, files in os.walk(site):
+        if "libcudart.so.12" in files:
+            libdirs.append(dirpath)
+    env["LD_LIBRARY_PATH"] = ":".join(libdirs + [env.get("LD_LIBRARY_PATH", "")])
+    return env
+
+
+def perf_analyzer(url, model, concurrency, interval_ms, out_dir):
+    out = os.path.join(out_dir, f"pa-{model}-{concurrency}-{url.replace(':', '_')}.csv")
+    cmd = [PERF, "-m", model, "-u", url, "-i", "grpc", "-b", "1", "--concurrency-range", str(concurrency),
+           "--measurement-interval", str(interval_ms), "--max-trials", "8", "--stability-percentage", "25", "--percentile", "99", "-f", out]
+    proc = subprocess.run(cmd, env=perf_env(), capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        return {"error": (proc.stdout + proc.stderr).strip().splitlines()[-3:]}
+    with open(out) as fh:
+        row = next(csv.DictReader(fh))
+    return {"throughput": float(row["Inferences/Second"]), "p50_us": float(row["p50 latency"]),
+            "p99_us": float(row["p99 latency"])}
+
+
+def h2load(url_path, extra, requests, connections=16, streams=16):
+    cmd = ["h2load", "-n", str(requests), "-c", str(connections), "-m", str(streams)] + extra + [url_path]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    text = proc.stdout
+    rate = re.search(r"finished in [\d.]+\w*, ([\d.]+) req/s", text)
+    ok = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed", text)
+    if proc.returncode != 0 or not rate:
+        return {"error": (text + proc.stderr).strip().splitlines()[-3:]}
+    return {"rps": float(rate.group(1)), "succeeded": int(ok.group(1)), "failed": int(ok.group(2))}
+
+
+def infer_request_body(work, model, row):
+    """One ModelInfer request, gRPC-framed, for h2load to replay."""
+    from tritonclient.grpc import service_pb2
+    request = service_pb2.ModelInferRequest(model_name=model)
+    tensor = request.inputs.add(name="input", datatype="FP64", shape=[1, 20])
+    del tensor  # noqa
+    request.raw_input_contents.append(np.asarray(row, dtype="<f8").tobytes())
+    data = request.SerializeToString()
+    path = os.path.join(work, f"{model}.grpc")
+    with open(path, "wb") as fh:
+        fh.write(b"\x00" + len(data).to_bytes(4, "big") + data)
+    return path
+
+
+def stop(proc):
+    if proc and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bin", default=os.path.join(ROOT, ".build", "release"), help="build folder holding `cortado`, or the executable")
+    p.add_argument("--concurrency", default="1,16,64")
+    p.add_argument("--interval-ms", type=int, default=3000, help="perf_analyzer measurement window")
+    p.add_argument("--quick", action="store_true", help="concurrency 16 only, shorter windows")
+    p.add_argument("--no-mlserver", action="store_true")
+    p.add_argument("--summary", help="write the results as JSON here")
+    args = p.parse_args()
+    binary = os.path.join(args.bin, "cortado") if os.path.isdir(args.bin) else args.bin
+    if not os.access(binary, os.X_OK):
+        sys.exit(f"no cortado executable at {binary}; build it with: swift build -c release --product cortado")
+    for tool in ("h2load", "nghttpd"):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} missing: run scripts/setup-bench.sh")
+    if not os.path.exists(PERF) or (not args.no_mlserver and not os.path.exists(BENCH_PY)):
+        sys.exit("perf_analyzer or .venv-bench missing: run scripts/setup-bench.sh")
+    levels = [16] if args.quick else [int(c) for c in args.concurrency.split(",")]
+    interval = 1500 if args.quick else args.interval_ms
+
+    work = tempfile.mkdtemp(prefix="cortado-serverbench-")
+    procs = []
+    results = {"perf_analyzer": [], "h2load": {}}
+    try:
+        cortado_repo, mlserver_repo, row = make_models(work)
+        cport = free_port()
+        log = open(os.path.join(work, "cortado.log"), "w")
+        cortado = subprocess.Popen([binary, "serve", "--models", cortado_repo, "--port", str(cport), "--metrics-port=-1",
+                                    "--log-level", "warning"], stdout=log, stderr=subprocess.STDOUT)
+        cortado.log_path = log.name
+        procs.append(cortado)
+        servers = [("cortado", f"127.0.0.1:{cport}", cortado)]
+        if not args.no_mlserver:
+            mport, hport, metrics = free_port(), free_port(), free_port()
+            with open(os.path.join(mlserver_repo, "settings.json"), "w") as fh:
+                json.dump({"grpc_port": mport, "http_port": hport, "metrics_port": metrics, "parallel_workers": 0,
+                           "host": "127.0.0.1", "debug": False}, fh)
+            env = dict(os.environ, OMP_NUM_THREADS="1")
+            mlog = open(os.path.join(work, "mlserver.log"), "w")
+            ml = subprocess.Popen([BENCH_PY, os.path.join(ROOT, "bench", "mlserver_launch.py"), mlserver_repo],
+                                  stdout=mlog, stderr=subprocess.STDOUT, env=env, cwd=mlserver_repo)
+            ml.log_path = mlog.name
+            procs.append(ml)
+            servers.append(("mlserver", f"127.0.0.1:{mport}", ml))
+        for name, url, proc in servers:
+            wait_ready(url, ["logreg", "xgb"], proc)
+
+        print(f"perf_analyzer, batch 1, {interval} ms windows (throughput in inferences/s, latency in µs)")
+        print(f"{'server':<10} {'model':<7} {'conc':>5} {'infer/s':>10} {'p50 µs':>8} {'p99 µs':>8}")
+        for model in ("logreg", "xgb"):
+            for c in levels:
+                for name, url, _ in servers:
+                    r = perf_analyzer(url, model, c, interval, work)
+                    r.update(server=name, model=model, concurrency=c)
+                    results["perf_analyzer"].append(r)
+                    if "error" in r:
+                        print(f"{name:<10} {model:<7} {c:>5}  failed: {' | '.join(r['error'])}")
+                    else:
+                        print(f"{name:<10} {model:<7} {c:>5} {r['throughput']:>10.0f} {r['p50_us']:>8.0f} {r['p99_us']:>8.0f}")
+                    sys.stdout.flush()
+
+        # The HTTP/2 ceiling and the replayed ModelInfer.
+        www = os.path.join(work, "www")
+        os.makedirs(www)
+        with open(os.path.join(www, "tiny"), "wb") as fh:
+            fh.write(b"x" * 62)
+        nport = free_port()
+        nghttpd = subprocess.Popen(["nghttpd", "--no-tls", "-d", www, str(nport)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(nghttpd)
+        time.sleep(0.5)
+        n = 100_000 if args.quick else 300_000
+        ceiling = h2load(f"http://127.0.0.1:{nport}/tiny", [], n)
+        body = infer_request_body(work, "logreg", row[0])
+        replay = h2load(f"http://127.0.0.1:{cport}/inference.GRPCInferenceService/ModelInfer",
+                        ["-d", body, "-H", "content-type: application/grpc", "-H", "te: trailers"], n)
+        results["h2load"] = {"ceiling": ceiling, "cortado_modelinfer": replay}
+        print(f"\nh2load, 16 connections × 16 streams, {n} requests")
+        for label, r in (("nghttpd 62-byte file (ceiling)", ceiling), ("cortado ModelInfer replay (logreg)", replay)):
+            print(f"  {label:<36} " + (f"{r['rps']:>10.0f} req/s  ({r['succeeded']} ok, {r['failed']} failed)" if "rps" in r else f"failed: {r['error']}"))
+        if "rps" in ceiling and "rps" in replay:
+            print(f"  Cortado reaches {replay['rps'] / ceiling['rps']:.0%} of the HTTP/2 ceiling")
+
+        print("\nsummary (concurrency 16)")
+        for model in ("logreg", "xgb"):
+            rows = {r["server"]: r for r in results["perf_analyzer"] if r["model"] == model and r["concurrency"] == 16 and "throughput" in r}
+            if "cortado" in rows and "mlserver" in rows:
+                ratio = rows["cortado"]["throughput"] / rows["mlserver"]["throughput"]
+                results.setdefault("ratios", {})[model] = ratio
+                print(f"  {model:<7} Cortado {rows['cortado']['throughput']:.0f}/s vs MLServer {rows['mlserver']['throughput']:.0f}/s: "
+                      f"{ratio:.1f}×; Cortado p99 {rows['cortado']['p99_us'] / 1000:.2f} ms")
+        if args.summary:
+            with open(args.summary, "w") as fh:
+                json.dump(results, fh, indent=1)
+    finally:
+        for proc in reversed(procs):
+            stop(proc)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
