@@ -4,9 +4,10 @@ PY := .venv/bin/python
 CORTADO_DEBUG := .build/debug/cortado
 EXAMPLE := examples/iris
 
-.PHONY: help setup build release test unit-test conformance bench example protos clean
+.PHONY: help setup build release serve test unit-test conformance bench example protos clean
 
 help:
+	@echo "make serve        set up, build (release) and run cortado serve on examples/repository"
 	@echo "make example      set up, build and run cortado predict on the bundled example model"
 	@echo "make test         set up, build, run the Swift unit tests and the conformance suite"
 	@echo "make bench        release build, then the benchmarks (vs XGBoost, scikit-learn, MLServer, nghttpd)"
@@ -21,6 +22,10 @@ build: setup
 
 release: setup
 	$(SWIFT) build -c release
+
+serve: setup
+	$(SWIFT) build -c release --product cortado
+	.build/release/cortado serve --models examples/repository
 
 example: build
 	$(CORTADO_DEBUG) inspect $(EXAMPLE)/model.mlmodel

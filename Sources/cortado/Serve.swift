@@ -34,7 +34,7 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: "gRPC port (default 8001; 0 picks a free port, printed in the log).")
     var port: Int?
 
-    @Option(name: .long, help: "Plain-HTTP port for /metrics, /healthz, /readyz (default 8002; -1 turns it off).")
+    @Option(name: .long, help: "Plain-HTTP port for /metrics, /healthz, /readyz (default 8002; --metrics-port=-1 turns it off).")
     var metricsPort: Int?
 
     @Option(name: .long, help: "Worker threads running predictions (default: one per core).")
