@@ -40,7 +40,7 @@ public final class GRPCRouter: @unchecked Sendable {
     /// Why a path has no handler, for the UNIMPLEMENTED message.
     public func missReason(for path: String) -> String {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0].isEmpty else { return "malformed method path \(path)" }
+        guard parts.count == 3, parts[0].isEmpty, !parts[1].isEmpty, !parts[2].isEmpty else { return "malformed method path \(path) (expected /package.Service/Method)" }
         if services.contains(String(parts[1])) {
             return "method \(parts[2]) is not implemented by service \(parts[1])"
         }

@@ -69,8 +69,10 @@ public final class ModelRepository: @unchecked Sendable {
         var isDir: ObjCBool = false
         guard fm.fileExists(atPath: folder.path, isDirectory: &isDir), isDir.boolValue,
               let versions = try? fm.contentsOfDirectory(atPath: folder.path) else { return nil }
-        for version in versions.compactMap({ Int($0) }).sorted(by: >) {
-            let dir = folder.appendingPathComponent(String(version))
+        // Folder names as written ("007" too), highest number first.
+        let numbered = versions.compactMap { entry in Int(entry).map { (number: $0, folder: entry) } }.sorted { $0.number > $1.number }
+        for (version, versionFolder) in numbered {
+            let dir = folder.appendingPathComponent(versionFolder)
             let preferred = dir.appendingPathComponent("model.mlmodel")
             if fm.fileExists(atPath: preferred.path) { return Location(name: name, version: String(version), url: preferred) }
             if let any = (try? fm.contentsOfDirectory(atPath: dir.path))?.sorted().first(where: { $0.hasSuffix(".mlmodel") }) {

@@ -95,7 +95,9 @@ struct InferenceRun {
     /// Reads a tensor's elements from shared memory, raw bytes or typed contents.
     private func read(_ tensor: Inference_ModelInferRequest.InferInputTensor, raw: Data?, shape: [Int], mapping: TensorMapping) throws -> TensorElements {
         let name = tensor.name
-        let count = shape.reduce(1, *)
+        guard let count = TensorMapping.byteCount(shape, elementSize: 1) else {
+            throw bad("input '\(name)': shape \(shape) has too many elements")
+        }
         let datatype = tensor.datatype
         if datatype == "BYTES" {
             let strings: [Data]
@@ -114,7 +116,9 @@ struct InferenceRun {
         guard let size = TensorMapping.elementSize(datatype) else {
             throw bad("input '\(name)': unknown datatype '\(datatype)'")
         }
-        let bytes = count * size
+        guard let bytes = TensorMapping.byteCount(shape, elementSize: size) else {
+            throw bad("input '\(name)': shape \(shape) of \(datatype) has too many bytes")
+        }
         if let region = parameterString(tensor.parameters, "shared_memory_region") {
             let declared = parameterInt(tensor.parameters, "shared_memory_byte_size") ?? bytes
             guard declared >= bytes else { throw bad("input '\(name)': shared_memory_byte_size \(declared) is smaller than the \(bytes) bytes of shape \(shape) \(datatype)") }

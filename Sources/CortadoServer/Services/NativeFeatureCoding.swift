@@ -36,9 +36,11 @@ enum NativeFeatureCoding {
             let dt = dataType(a.dataType) ?? expected?.multiArrayConstraint?.dataType ?? .double
             let shape = a.shape.map { Int($0) }
             guard shape.allSatisfy({ $0 >= 0 }) else { throw bad("negative dimension in shape \(shape)") }
-            let count = shape.reduce(1, *)
-            guard a.data.count == count * dt.size else {
-                throw bad("shape \(shape) of \(dt) needs \(count * dt.size) bytes of data, got \(a.data.count)")
+            guard let bytes = TensorMapping.byteCount(shape, elementSize: dt.size) else {
+                throw bad("shape \(shape) has too many elements")
+            }
+            guard a.data.count == bytes else {
+                throw bad("shape \(shape) of \(dt) needs \(bytes) bytes of data, got \(a.data.count)")
             }
             let array: MLMultiArray
             do { array = try MLMultiArray(shape: shape, dataType: dt) } catch { throw bad("\(error)") }

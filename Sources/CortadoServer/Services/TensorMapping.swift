@@ -93,6 +93,18 @@ struct TensorMapping {
         }
     }
 
+    /// Bytes of a tensor of `shape` (elements when `elementSize` is 1); nil when the product
+    /// overflows, so a client's shape cannot trap the server.
+    static func byteCount(_ shape: [Int], elementSize: Int) -> Int? {
+        var n = elementSize
+        for d in shape {
+            let (p, overflow) = n.multipliedReportingOverflow(by: d)
+            if overflow { return nil }
+            n = p
+        }
+        return n
+    }
+
     /// Bytes per element of a fixed-size datatype; nil for BYTES or unknown.
     static func elementSize(_ datatype: String) -> Int? {
         switch datatype {
@@ -152,8 +164,9 @@ struct TensorElements {
         case "INT32": return Int64(p.loadUnaligned(fromByteOffset: i * 4, as: Int32.self))
         case "UINT64": return Int64(truncatingIfNeeded: p.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self))
         default:
+            // Clamped like `MLFeatureValue.int64Value`: a float past Int64's range must not trap.
             let d = double(at: i)
-            return d.isFinite ? Int64(d) : 0
+            return d.isFinite ? Int64(exactly: d.rounded(.towardZero)) ?? (d < 0 ? .min : .max) : 0
         }
     }
 }
