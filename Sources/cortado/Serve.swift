@@ -37,7 +37,7 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: "Plain-HTTP port for /metrics, /healthz, /readyz (default 8002; --metrics-port=-1 turns it off).")
     var metricsPort: Int?
 
-    @Option(name: .long, help: "Worker threads running predictions (default: one per core).")
+    @Option(name: .long, help: "Worker threads running predictions (default: one per core less the event loop's, at least 1).")
     var workers: Int?
 
     @Option(name: .long, help: "Requests a model may queue beyond those running; more get RESOURCE_EXHAUSTED (default 1024).")

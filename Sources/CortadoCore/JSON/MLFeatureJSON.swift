@@ -120,7 +120,13 @@ public enum MLFeatureJSON {
                 shape = [data.count]
             }
             let values = try data.enumerated().map { try double($0.element, feature: "\(name)[\($0.offset)]") }
-            guard values.count == shape.reduce(1, *) else {
+            var product = 1
+            for d in shape {
+                let (next, overflow) = product.multipliedReportingOverflow(by: d)
+                guard !overflow else { throw MLModelError.featureType(name, "shape \(shape) has more elements than memory can hold") }
+                product = next
+            }
+            guard values.count == product else {
                 throw MLModelError.featureType(name, "\(values.count) values do not fill shape \(shape)")
             }
             return try MLMultiArray(values, shape: shape, dataType: dataType)
