@@ -23,6 +23,7 @@ let package = Package(
     products: [
         .library(name: "Cortado", targets: ["CortadoModels"]),
         .executable(name: "cortado", targets: ["cortado"]),
+        .executable(name: "cortado-load", targets: ["cortado-load"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-protobuf", exact: "1.39.0", traits: []),
@@ -84,6 +85,22 @@ let package = Package(
             ],
             path: "Sources/cortado"
         ),
+        // The load tester: its own gRPC client on libuv + nghttp2 (Sources/CortadoLoad).
+        .target(
+            name: "CortadoLoad",
+            dependencies: [
+                "CLibUV", "CNGHTTP2", "CortadoCore", "CortadoServerProtos",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Sources/CortadoLoad",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .executableTarget(
+            name: "cortado-load",
+            dependencies: ["CortadoLoad", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Sources/cortado-load",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
         .executableTarget(
             name: "cortado-bench",
             dependencies: ["CortadoModels"],
@@ -104,6 +121,11 @@ let package = Package(
             name: "CortadoServerTests",
             dependencies: ["CortadoServer", "CortadoModels", "CortadoServerProtos"],
             path: "Tests/CortadoServerTests"
+        ),
+        .testTarget(
+            name: "CortadoLoadTests",
+            dependencies: ["CortadoLoad"],
+            path: "Tests/CortadoLoadTests"
         ),
         .testTarget(
             name: "CortadoKindsTests",

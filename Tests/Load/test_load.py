@@ -1,0 +1,227 @@
+"""cortado-load against real `cortado serve` processes on 127.0.0.1.
+
+Servers:
+- `iris`: the bundled example repository (examples/repository), default settings;
+- `slow`: one k-nearest-neighbours model (20,000 points x 32 dims, written by coremltools from
+  scikit-learn) served with `--workers 1 --max-concurrency 1`, so each call costs a few
+  milliseconds of brute-force search and calls queue behind each other.
+
+Each server listens on a port the OS picks (`--port 0`, read from its log) with metrics off,
+and is stopped with SIGTERM (then SIGKILL after a bound) by the fixture that started it.
+Every cortado-load run is bounded (`--duration` / `--requests`, plus a subprocess timeout).
+
+No test asserts wall-clock numbers: the open-loop test compares the open-loop latency with the
+closed-loop latency *of the same server in the same test*, where queueing theory puts them
+two orders of magnitude apart, and asserts only a factor of a few.
+"""
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CORTADO = os.environ.get("CORTADO_BIN") or str(ROOT / ".build" / "debug" / "cortado")
+LOAD = os.environ.get("CORTADO_LOAD_BIN") or str(Path(CORTADO).with_name("cortado-load"))
+IRIS_ROWS = ROOT / "examples" / "iris" / "rows.jsonl"
+
+STARTUP_SECONDS = 30
+STOP_SECONDS = 20
+RUN_SECONDS = 120  # bound on any one cortado-load invocation
+
+
+# ----------------------------------------------------------------------------- servers
+
+class Server:
+    def __init__(self, models, *args, tmp):
+        if not os.path.exists(CORTADO):
+            pytest.fail(f"{CORTADO} is missing: build it first (swift build)")
+        self.log_path = Path(tmp) / f"serve-{time.monotonic_ns()}.log"
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [CORTADO, "serve", "--models", str(models), "--host", "127.0.0.1", "--port", "0", "--metrics-port=-1", *args],
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.port = None
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            m = re.search(r"grpc_port=(\d+)", self.log_path.read_text(errors="replace"))
+            if m and "listening" in self.log_path.read_text(errors="replace"):
+                self.port = int(m.group(1))
+                break
+            time.sleep(0.05)
+        if self.port is None:
+            self.stop()
+            pytest.fail(f"cortado serve did not start:\n{self.tail()}")
+
+    @property
+    def target(self):
+        return f"127.0.0.1:{self.port}"
+
+    def tail(self):
+        return self.log_path.read_text(errors="replace")[-3000:]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def iris(tmp_path_factory):
+    server = Server(ROOT / "examples" / "repository", tmp=tmp_path_factory.mktemp("iris"))
+    yield server
+    server.stop()
+
+
+def _write_knn(path: Path):
+    """A k-NN classifier large enough that brute-force search takes milliseconds a call."""
+    code = r"""
+import sys, numpy as np
+from sklearn.neighbors import KNeighborsClassifier
+import coremltools as ct
+rng = np.random.default_rng(0)
+X = rng.standard_normal((20000, 32)); y = rng.integers(0, 3, 20000)
+model = ct.converters.sklearn.convert(KNeighborsClassifier(n_neighbors=3).fit(X, y))
+open(sys.argv[1], "wb").write(model.get_spec().SerializeToString(deterministic=True))
+"""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=300,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def slow(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("slowrepo")
+    _write_knn(repo / "knn" / "1" / "model.mlmodel")
+    server = Server(repo, "--workers", "1", "--max-concurrency", "1", "--max-queue", "100000",
+                    tmp=tmp_path_factory.mktemp("slow"))
+    yield server
+    server.stop()
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def run_load(server, *args, tmp_path, quiet=True, expect_rc=0):
+    if not os.path.exists(LOAD):
+        pytest.fail(f"{LOAD} is missing: build it first (swift build --product cortado-load)")
+    out = tmp_path / f"run-{time.monotonic_ns()}.json"
+    cmd = [LOAD, "--target", server.target, "--json", str(out), *args]
+    if quiet:
+        cmd.append("--quiet")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_SECONDS, stdin=subprocess.DEVNULL)
+    assert proc.returncode == expect_rc, f"{cmd}\nrc={proc.returncode}\n{proc.stdout}\n{proc.stderr}\nserver:\n{server.tail()}"
+    report = json.loads(out.read_text()) if expect_rc == 0 else None
+    return report, proc
+
+
+def check_level(level):
+    """Every call is accounted for and the percentiles are ordered."""
+    assert level["sent"] == level["succeeded"] + level["failed"], level
+    assert level["sent"] > 0
+    assert sum(level["errors"].values()) == level["failed"], level
+    if level["succeeded"]:
+        assert 0 < level["min"] <= level["p50"] <= level["p90"] <= level["p99"] <= level["p999"] <= level["max"], level
+        assert level["throughput"] > 0
+    assert level["bytesSent"] > 0 and level["bytesReceived"] > 0
+    assert level["cpuUserSeconds"] >= 0 and level["cpuSystemSeconds"] >= 0
+
+
+# ----------------------------------------------------------------------------- tests
+
+def test_closed_loop_sweep_writes_table_json_csv_svg(iris, tmp_path):
+    csv_path, svg_path = tmp_path / "out.csv", tmp_path / "out.svg"
+    report, proc = run_load(iris, "--model", "iris", "--concurrency", "1,4", "--duration", "1", "--warmup", "0.3",
+                            "--csv", str(csv_path), "--svg", str(svg_path), tmp_path=tmp_path, quiet=False)
+    assert [lv["level"] for lv in report["levels"]] == [1, 4]
+    for level in report["levels"]:
+        check_level(level)
+        assert level["failed"] == 0
+    assert report["knee"] in (0, 1)
+    assert "closed c=1" in proc.stderr and "ok " in proc.stderr            # the progress line
+    assert "p99 ms" in proc.stdout and "knee" in proc.stdout               # the summary table
+
+    rows = list(csv.DictReader(csv_path.open()))
+    assert [int(r["sent"]) for r in rows] == [lv["sent"] for lv in report["levels"]]
+    assert all(float(r["p50_ms"]) <= float(r["p99_ms"]) for r in rows)
+
+    svg = ET.parse(svg_path).getroot()
+    assert svg.tag.endswith("svg")
+    ns = "{http://www.w3.org/2000/svg}"
+    assert len(svg.findall(f".//{ns}polyline")) == 5                      # p50 p90 p99 p99.9 max
+
+
+def test_request_bound_is_exact(iris, tmp_path):
+    report, _ = run_load(iris, "--model", "iris", "--concurrency", "8", "--requests", "300", "--warmup", "0.2",
+                         tmp_path=tmp_path)
+    (level,) = report["levels"]
+    check_level(level)
+    assert level["sent"] == 300 and level["succeeded"] == 300
+
+
+@pytest.mark.parametrize("api", ["native", "oip"])
+def test_inputs_from_jsonl_and_from_metadata(iris, tmp_path, api):
+    for extra in (["--input", str(IRIS_ROWS)], ["--rows", "16", "--seed", "7"]):
+        report, proc = run_load(iris, "--model", "iris", "--api", api, "--concurrency", "4", "--requests", "200",
+                                "--warmup", "0", *extra, tmp_path=tmp_path)
+        (level,) = report["levels"]
+        check_level(level)
+        assert level["failed"] == 0, (level["errorMessages"], proc.stderr)
+
+
+def test_unknown_model_counts_not_found(iris, tmp_path):
+    report, proc = run_load(iris, "--model", "no-such-model", "--input", str(IRIS_ROWS), "--concurrency", "4",
+                            "--requests", "100", "--warmup", "0", tmp_path=tmp_path)
+    (level,) = report["levels"]
+    check_level(level)
+    assert level["succeeded"] == 0
+    assert level["errors"] == {"NOT_FOUND": 100}
+    assert "NOT_FOUND" in proc.stdout
+    # Without --input there is nothing to build requests from: a clear error, exit 2.
+    _, proc = run_load(iris, "--model", "no-such-model", "--requests", "10", tmp_path=tmp_path, expect_rc=2)
+    assert "NOT_FOUND" in proc.stderr
+
+
+def test_open_loop_shows_queueing_of_a_slow_server(slow, tmp_path):
+    closed, _ = run_load(slow, "--model", "knn", "--concurrency", "1", "--duration", "1", "--warmup", "0.2",
+                         tmp_path=tmp_path)
+    (c,) = closed["levels"]
+    check_level(c)
+    assert c["failed"] == 0
+    # Offer three times what one caller achieved: the single worker falls behind and calls
+    # queue in the server; measured from their intended send times, their latency shows it.
+    rate = max(30, round(3 * c["throughput"]))
+    opened, _ = run_load(slow, "--model", "knn", "--rate", str(rate), "--duration", "1", "--warmup", "0",
+                         "--timeout", "100", tmp_path=tmp_path)
+    (o,) = opened["levels"]
+    check_level(o)
+    assert o["failed"] == 0, o["errorMessages"]
+    assert o["sent"] == pytest.approx(rate, rel=0.05, abs=2)              # arrivals do not wait for answers
+    # Theory: ~1 s median against a few ms; assert only a factor of 5 at p99 and 2 at p50.
+    assert o["p99"] > 5 * c["p99"], (o, c)
+    assert o["p50"] > 2 * c["p99"], (o, c)
+
+
+def test_sweep_stops_at_p99_threshold(slow, tmp_path):
+    report, proc = run_load(slow, "--model", "knn", "--rate", "20,2000,4000", "--duration", "0.4", "--warmup", "0",
+                            "--timeout", "100", "--max-p99-ms", "400", tmp_path=tmp_path)
+    levels = report["levels"]
+    for level in levels:
+        check_level(level)
+    # 2000/s is ten times what one worker can do: its p99 passes 400 ms and the 4000 level never runs.
+    assert [lv["level"] for lv in levels] == [20, 2000], proc.stdout
+    assert report["stoppedEarly"] is True
+    assert levels[1]["stopReason"].startswith("p99")
+    assert report["knee"] == 0
+    assert "sweep stopped" in proc.stdout
