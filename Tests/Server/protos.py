@@ -113,6 +113,13 @@ def load():
     return _import(["predictor_pb2", "predictor_pb2_grpc", "health_pb2", "health_pb2_grpc"])
 
 
+def load_predictor():
+    """predictor_pb2 and predictor_pb2_grpc only. Use this (with grpcio-health-checking's
+    `grpc_health.v1` for Health) in tests that share a process with anything importing
+    `grpc_health.v1.health_pb2`, e.g. Tests/Format in one pytest run."""
+    return _import(["predictor_pb2", "predictor_pb2_grpc"])
+
+
 def load_inference():
     """inference.grpc_service_pb2(_grpc) and inference.model_config_pb2 (see the module note:
     not in a process that imports tritonclient.grpc)."""

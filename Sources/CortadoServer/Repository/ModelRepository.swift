@@ -36,13 +36,20 @@ public final class ModelRepository: @unchecked Sendable {
     public var onChange: (@Sendable (String, String) -> Void)?
 
     public init(root: URL?, pool: WorkerPool, defaultLimits: ModelScheduler.Limits = .init(),
-                loader: @escaping @Sendable (URL, String) throws -> MLModel = { url, name in
-                    try MLModel(contentsOf: url, configuration: MLModelConfiguration())
-                }) {
+                loader: @escaping @Sendable (URL, String) throws -> MLModel = ModelRepository.loadFile) {
         self.root = root
         self.pool = pool
         self.defaultLimits = defaultLimits
         self.loader = loader
+    }
+
+    /// Loads a model file under the name it is served by, so errors name the model a client
+    /// asked for ("model 'iris'") rather than the file ("model.mlmodel" → "model").
+    public static func loadFile(_ url: URL, name: String) throws -> MLModel {
+        var configuration = MLModelConfiguration()
+        configuration.modelDirectory = url.deletingLastPathComponent()
+        let (spec, _) = try MLModelSpec.read(contentsOf: url)
+        return try MLModel(specification: spec, configuration: configuration, name: name)
     }
 
     // MARK: discovery
