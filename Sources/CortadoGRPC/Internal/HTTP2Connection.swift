@@ -16,6 +16,9 @@ final class HTTP2Connection {
     let peer: String
     /// Bytes produced by nghttp2 in this flush, written with one uv_write.
     private var outgoing: [UInt8] = []
+    /// Bytes read, after the frame filter.
+    private var incoming: [UInt8] = []
+    private var filter = HTTP2FrameFilter()
 
     init(core: GRPCServerCore, tcp: UnsafeMutablePointer<uv_tcp_t>) {
         self.core = core
@@ -60,10 +63,14 @@ final class HTTP2Connection {
 
     // MARK: bytes in
 
-    /// Feeds bytes read from the socket to nghttp2, then sends what it produced.
+    /// Feeds bytes read from the socket to nghttp2 (less the frames `HTTP2FrameFilter` drops),
+    /// then sends what it produced.
     func received(_ bytes: UnsafeRawBufferPointer) {
         guard let session, !closing else { return }
-        let consumed = nghttp2_session_mem_recv(session, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count)
+        incoming.removeAll(keepingCapacity: true)
+        filter.filter(bytes, into: &incoming)
+        guard !incoming.isEmpty else { return }
+        let consumed = incoming.withUnsafeBufferPointer { nghttp2_session_mem_recv(session, $0.baseAddress!, $0.count) }
         if consumed < 0 {
             core.event(.protocolError(peer: peer, message: String(cString: nghttp2_strerror(Int32(consumed)))))
             // nghttp2 queued a GOAWAY for most protocol errors: send it, then close.
