@@ -3,9 +3,11 @@ import Foundation
 import XCTest
 @testable import CortadoCore
 
-/// A test-only kind: outputs y = 2·x.
+/// A test-only kind: outputs y = 2·x. It registers under a Model.Type case no Cortado kind
+/// implements (the registry is shared by every test in the process, and other tests load
+/// real identity models).
 private enum DoublingKind: MLModelKind {
-    static let specTypes = ["identity"]
+    static let specTypes = ["wordEmbedding"]
     static func compile(_ spec: CoreML_Specification_Model, context: MLCompileContext) throws -> any MLCompiledModel {
         Doubler()
     }
@@ -30,9 +32,9 @@ final class MLModelLoadingTests: XCTestCase {
 
     func testRegisteredKindCompilesAndPredicts() throws {
         MLModelKindRegistry.shared.register(DoublingKind.self)
-        let data: Data = try spec(type: .identity(.init())).serializedData()
+        let data: Data = try spec(type: .wordEmbedding(.init())).serializedData()
         let model = try MLModel(data: data, name: "double")
-        XCTAssertEqual(model.specType, "identity")
+        XCTAssertEqual(model.specType, "wordEmbedding")
         let out = try model.prediction(from: MLDictionaryFeatureProvider(dictionary: ["x": MLFeatureValue(double: 1.5)]))
         XCTAssertEqual(out.featureValue(for: "y")?.doubleValue, 3)
         XCTAssertThrowsError(try model.prediction(from: MLDictionaryFeatureProvider(dictionary: ["x": MLFeatureValue(string: "1")]))) { error in
@@ -54,7 +56,7 @@ final class MLModelLoadingTests: XCTestCase {
 
     func testNewerSpecificationVersionIsRejected() throws {
         MLModelKindRegistry.shared.register(DoublingKind.self)
-        let data: Data = try spec(type: .identity(.init()), version: 99).serializedData()
+        let data: Data = try spec(type: .wordEmbedding(.init()), version: 99).serializedData()
         XCTAssertThrowsError(try MLModel(data: data)) { error in
             XCTAssertTrue("\(error)".contains("99"), "\(error)")
         }
