@@ -219,15 +219,7 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
     // MARK: inference
 
     static func infer(_ call: GRPCServerCall, _ c: ServerContext) {
-        let request: Inference_ModelInferRequest
-        let served: ServedModel
-        do {
-            request = try c.decode(Inference_ModelInferRequest.self, call)
-            served = try c.repository.model(request.modelName, version: request.modelVersion)
-        } catch {
-            c.rejected(call, model: "", service: service, ServerContext.status(for: error))
-            return
-        }
+        guard let (request, served) = c.admit(Inference_ModelInferRequest.self, call, service: service, model: { ($0.modelName, $0.modelVersion) }) else { return }
         c.infer(call, model: served, service: service) {
             let response = try InferenceRun(request: request, served: served, sharedMemory: c.sharedMemory).run()
             return (response.rows, try response.message.serializedBytes())

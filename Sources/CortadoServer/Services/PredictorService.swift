@@ -54,15 +54,7 @@ public final class PredictorService: GRPCService, @unchecked Sendable {
     }
 
     static func predict(_ call: GRPCServerCall, _ context: ServerContext) {
-        let request: Cortado_V1_PredictRequest
-        let served: ServedModel
-        do {
-            request = try context.decode(Cortado_V1_PredictRequest.self, call)
-            served = try context.repository.model(request.model, version: request.version)
-        } catch {
-            context.rejected(call, model: "", service: service, ServerContext.status(for: error))
-            return
-        }
+        guard let (request, served) = context.admit(Cortado_V1_PredictRequest.self, call, service: service, model: { ($0.model, $0.version) }) else { return }
         context.infer(call, model: served, service: service) {
             let input = try inputs(request.inputs, model: served.model)
             let result = try served.model.prediction(from: input)
@@ -75,15 +67,7 @@ public final class PredictorService: GRPCService, @unchecked Sendable {
     }
 
     static func predictBatch(_ call: GRPCServerCall, _ context: ServerContext) {
-        let request: Cortado_V1_PredictBatchRequest
-        let served: ServedModel
-        do {
-            request = try context.decode(Cortado_V1_PredictBatchRequest.self, call)
-            served = try context.repository.model(request.model, version: request.version)
-        } catch {
-            context.rejected(call, model: "", service: service, ServerContext.status(for: error))
-            return
-        }
+        guard let (request, served) = context.admit(Cortado_V1_PredictBatchRequest.self, call, service: service, model: { ($0.model, $0.version) }) else { return }
         context.infer(call, model: served, service: service) {
             var batch: [MLFeatureProvider] = []
             batch.reserveCapacity(request.rows.count)

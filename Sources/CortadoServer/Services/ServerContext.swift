@@ -110,6 +110,20 @@ public final class ServerContext: @unchecked Sendable {
         metrics.observe(model: model.name, service: service, code: status.code, seconds: Double(now - call.receivedAt) / 1e9)
     }
 
+    /// Decodes a prediction request and finds its model; on failure answers the call (and
+    /// counts it) and returns nil.
+    func admit<M: SwiftProtobuf.Message>(_ type: M.Type, _ call: GRPCServerCall, service: String,
+                                         model: (M) -> (name: String, version: String)) -> (M, ServedModel)? {
+        do {
+            let request = try decode(M.self, call)
+            let (name, version) = model(request)
+            return (request, try repository.model(name, version: version))
+        } catch {
+            rejected(call, model: "", service: service, Self.status(for: error))
+            return nil
+        }
+    }
+
     /// Records a call that failed before reaching a model (unknown model, bad request).
     func rejected(_ call: GRPCServerCall, model: String, service: String, _ status: GRPCStatus) {
         call.fail(status)
