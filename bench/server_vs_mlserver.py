@@ -13,7 +13,11 @@ Side by side in one script, on the same machine and the same models:
    model at concurrency 1, 16 and 64, batch 1, random FP64 inputs: throughput and p50/p99
    latency as perf_analyzer reports them (it aborts on the first failed request, so a row
    means zero errors).
-4. h2load: the ceiling is nghttpd serving a 62-byte file at 16 connections × 16 streams; the
+4. cortado-load against perf_analyzer: the same Cortado model (logreg, Open Inference
+   Protocol) at concurrency 16, the server pinned to CPU 0 and each client in turn to CPU 1
+   (taskset), so neither client steals the server's core: throughput, p50 and the client's
+   own CPU share, from each tool's own report.
+5. h2load: the ceiling is nghttpd serving a 62-byte file at 16 connections × 16 streams; the
    same load replays one recorded ModelInfer request (the lightest gRPC client there is)
    against Cortado. Reported as a fraction of the ceiling.
 
@@ -147,6 +151,52 @@ def perf_analyzer(url, model, concurrency, interval_ms, out_dir):
             "p99_us": float(row["p99 latency"])}
 
 
+def client_cpu(cmd, env=None, timeout=300):
+    """Runs a client to completion; returns (completed process, its CPU seconds)."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return proc, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def clients_side_by_side(url, pid, load_bin, work, seconds):
+    """perf_analyzer and cortado-load, one after the other, same model and concurrency, the
+    server on CPU 0 and the client on CPU 1."""
+    if not shutil.which("taskset") or (os.cpu_count() or 1) < 2:
+        return {"error": ["needs taskset and 2 CPUs"]}
+    subprocess.run(["taskset", "-a", "-p", "-c", "0", str(pid)], capture_output=True)
+    out = {}
+    try:
+        csv_path = os.path.join(work, "pa-pinned.csv")
+        t0 = time.time()
+        proc, cpu = client_cpu(["taskset", "-c", "1", PERF, "-m", "logreg", "-u", url, "-i", "grpc", "-b", "1",
+                                "--concurrency-range", "16", "--measurement-interval", str(int(seconds * 1000)),
+                                "--max-trials", "8", "--stability-percentage", "25", "-f", csv_path], env=perf_env())
+        wall = time.time() - t0
+        if proc.returncode == 0:
+            with open(csv_path) as fh:
+                row = next(csv.DictReader(fh))
+            out["perf_analyzer"] = {"throughput": float(row["Inferences/Second"]), "p50_us": float(row["p50 latency"]),
+                                    "cpu_percent": 100 * cpu / wall}
+        else:
+            out["perf_analyzer"] = {"error": (proc.stdout + proc.stderr).strip().splitlines()[-2:]}
+        csv_path = os.path.join(work, "load-pinned.csv")
+        proc, _ = client_cpu(["taskset", "-c", "1", load_bin, "--target", url, "--model", "logreg", "--api", "oip",
+                              "--concurrency", "16", "--connections", "1", "--duration", str(seconds * 3), "--warmup", "1",
+                              "--quiet", "--csv", csv_path])
+        if proc.returncode == 0 and os.path.exists(csv_path):
+            with open(csv_path) as fh:
+                row = next(csv.DictReader(fh))
+            out["cortado-load"] = {"throughput": float(row["throughput_per_s"]), "p50_us": 1000 * float(row["p50_ms"]),
+                                   "cpu_percent": float(row["cpu_percent"]), "failed": int(row["failed"])}
+        else:
+            out["cortado-load"] = {"error": (proc.stdout + proc.stderr).strip().splitlines()[-2:]}
+    finally:
+        subprocess.run(["taskset", "-a", "-p", "-c", "0-%d" % ((os.cpu_count() or 1) - 1), str(pid)], capture_output=True)
+    return out
+
+
 def h2load(url_path, extra, requests, connections=16, streams=16):
     cmd = ["h2load", "-n", str(requests), "-c", str(connections), "-m", str(streams)] + extra + [url_path]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -241,6 +291,28 @@ def main():
                     else:
                         print(f"{name:<10} {model:<7} {c:>5} {r['throughput']:>10.0f} {r['p50_us']:>8.0f} {r['p99_us']:>8.0f}")
                     sys.stdout.flush()
+
+        load_bin = os.path.join(os.path.dirname(binary), "cortado-load")
+        if os.access(load_bin, os.X_OK):
+            pair = clients_side_by_side(f"127.0.0.1:{cport}", cortado.pid, load_bin, work, 1.5 if args.quick else 3)
+            results["clients"] = pair
+            print("\nclients side by side: logreg over the Open Inference Protocol, concurrency 16, "
+                  "server on CPU 0, client on CPU 1")
+            if "error" in pair:
+                print(f"  skipped: {pair['error']}")
+            for tool in ("perf_analyzer", "cortado-load"):
+                r = pair.get(tool)
+                if r is None:
+                    continue
+                if "error" in r:
+                    print(f"  {tool:<14} failed: {' | '.join(r['error'])}")
+                else:
+                    print(f"  {tool:<14} {r['throughput']:>10.0f} infer/s  p50 {r['p50_us']:>6.0f} µs  client CPU {r['cpu_percent']:>4.0f}% of a core")
+            a, b = pair.get("perf_analyzer", {}), pair.get("cortado-load", {})
+            if "throughput" in a and "throughput" in b:
+                print(f"  cortado-load / perf_analyzer: throughput {b['throughput'] / a['throughput']:.2f}, p50 {b['p50_us'] / a['p50_us']:.2f}")
+        else:
+            print(f"\n(no cortado-load at {load_bin}: client comparison skipped)")
 
         # The HTTP/2 ceiling and the replayed ModelInfer.
         www = os.path.join(work, "www")
