@@ -74,7 +74,6 @@ public final class ServerContext: @unchecked Sendable {
     /// Runs a prediction on the model's scheduler: skipped when the client has gone or the
     /// deadline passed while queued; timed and counted either way.
     func infer(_ call: GRPCServerCall, model: ServedModel, service: String, _ body: @escaping @Sendable () throws -> (rows: Int, bytes: [UInt8])) {
-        let admitted = DispatchTime.now().uptimeNanoseconds
         do {
             try model.scheduler.submit { [self] in
                 let started = DispatchTime.now().uptimeNanoseconds
@@ -98,7 +97,6 @@ public final class ServerContext: @unchecked Sendable {
                 }
             }
         } catch {
-            _ = admitted
             finish(call, model: model, service: service, error, started: DispatchTime.now().uptimeNanoseconds)
         }
     }
