@@ -109,21 +109,7 @@ final class HTTP2Connection {
     }
 
     private func write(_ bytes: [UInt8]) {
-        let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
-        let storage = UnsafeMutableRawPointer.allocate(byteCount: bytes.count, alignment: 1)
-        bytes.withUnsafeBytes { storage.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
-        request.pointee.data = storage
-        var buffer = uv_buf_init(storage.assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
-        let status = uv_write(request, stream, &buffer, 1) { request, status in
-            guard let request else { return }
-            request.pointee.data?.deallocate()
-            request.deallocate()
-        }
-        if status != 0 {
-            storage.deallocate()
-            request.deallocate()
-            close()
-        }
+        if !UVWrite.send(bytes, on: stream) { close() }
     }
 
     // MARK: streams

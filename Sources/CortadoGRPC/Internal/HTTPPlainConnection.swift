@@ -80,18 +80,8 @@ final class HTTPPlainConnection {
         let reason = [200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 431: "Request Header Fields Too Large", 503: "Service Unavailable"][status] ?? "Status"
         var bytes = Array("HTTP/1.1 \(status) \(reason)\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8)
         bytes.append(contentsOf: body)
-        let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
-        let storage = UnsafeMutableRawPointer.allocate(byteCount: max(bytes.count, 1), alignment: 1)
-        bytes.withUnsafeBytes { storage.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
-        request.pointee.data = storage
-        var buf = uv_buf_init(storage.assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
         let stream = UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self)
-        if uv_write(request, stream, &buf, 1, { request, _ in
-            request?.pointee.data?.deallocate()
-            request?.deallocate()
-        }) != 0 {
-            storage.deallocate()
-            request.deallocate()
+        guard UVWrite.send(bytes, on: stream) else {
             close()
             return
         }
