@@ -8,14 +8,15 @@ let fastMath: [SwiftSetting] = [
 ]
 
 /// One target per model kind: each lives in its own folder and registers itself.
-let kinds: [(name: String, path: String)] = [
-    ("CortadoGLM", "Sources/Kinds/GLM"),
-    ("CortadoSVM", "Sources/Kinds/SVM"),
-    ("CortadoTreeEnsemble", "Sources/Kinds/TreeEnsemble"),
-    ("CortadoFeatureEngineering", "Sources/Kinds/FeatureEngineering"),
-    ("CortadoKNN", "Sources/Kinds/KNN"),
-    ("CortadoPipeline", "Sources/Kinds/Pipeline"),
-    ("CortadoBayesian", "Sources/Kinds/Bayesian"),
+let kinds: [(name: String, path: String, extra: [Target.Dependency])] = [
+    ("CortadoGLM", "Sources/Kinds/GLM", []),
+    ("CortadoSVM", "Sources/Kinds/SVM", []),
+    ("CortadoTreeEnsemble", "Sources/Kinds/TreeEnsemble", []),
+    ("CortadoFeatureEngineering", "Sources/Kinds/FeatureEngineering", []),
+    ("CortadoKNN", "Sources/Kinds/KNN", []),
+    ("CortadoPipeline", "Sources/Kinds/Pipeline", []),
+    ("CortadoBayesian", "Sources/Kinds/Bayesian", []),
+    ("CortadoNeuralNetwork", "Sources/Kinds/NeuralNetwork", ["COpenBLAS"]),
 ]
 
 let package = Package(
@@ -43,8 +44,10 @@ let package = Package(
             swiftSettings: fastMath
         ),
     ] + kinds.map { kind in
-        .target(name: kind.name, dependencies: ["CortadoCore", "CortadoSpec"], path: kind.path, swiftSettings: fastMath)
+        .target(name: kind.name, dependencies: ["CortadoCore", "CortadoSpec"] + kind.extra, path: kind.path, swiftSettings: fastMath)
     } + [
+        // OpenBLAS (Debian's pthread build) for the neural-network GEMMs.
+        .systemLibrary(name: "COpenBLAS", path: "Sources/CSystem/COpenBLAS", pkgConfig: "openblas"),
         .target(
             name: "CortadoModels",
             dependencies: ["CortadoCore", "CortadoSpec"] + kinds.map { .byName(name: $0.name) },

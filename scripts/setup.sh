@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages: libuv and nghttp2 carry the server; protoc regenerates Sources/CortadoSpec (scripts/generate_swift.sh) and
-# checks the protos against the format's descriptors in the tests.
-debs=(protobuf-compiler libuv1-dev libnghttp2-dev pkg-config)
+# checks the protos against the format's descriptors in the tests; OpenBLAS runs the neural-network GEMMs; libpng and
+# libjpeg-turbo decode image inputs.
+debs=(protobuf-compiler libuv1-dev libnghttp2-dev pkg-config libopenblas-dev libpng-dev libjpeg62-turbo-dev)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -65,6 +65,10 @@ extension MLFeatureDescription {
             }
         case .unspecified:
             guard !c.shape.isEmpty else { return }
+            // Neural networks' rank-5 layout: a declared [C] or [C, H, W] may arrive as
+            // [Seq, Batch, C, H, W] with any sequence length and batch size.
+            if shape.count == 5, c.shape.count == 1 || c.shape.count == 3,
+               Array(shape.suffix(3)) == (c.shape.count == 1 ? [c.shape[0], 1, 1] : c.shape) { return }
             guard Self.sameShape(c.shape, shape) else {
                 throw MLModelError.featureType(name, "shape \(show(shape)) does not match the expected shape \(show(c.shape))")
             }

@@ -4,6 +4,7 @@ import CortadoBayesian
 import CortadoFeatureEngineering
 import CortadoGLM
 import CortadoKNN
+import CortadoNeuralNetwork
 import CortadoPipeline
 import CortadoSVM
 import CortadoTreeEnsemble
@@ -19,6 +20,7 @@ public enum CortadoModels {
         KNNKinds.register()
         PipelineKinds.register()
         BayesianKinds.register()
+        NeuralNetworkKinds.register()
     }()
 
     /// Registers every built-in kind with `MLModelKindRegistry.shared`. Safe to call often.

@@ -1,0 +1,2 @@
+// OpenBLAS (Debian's pthread build): the CBLAS interface and the thread-count controls.
+#include <cblas.h>

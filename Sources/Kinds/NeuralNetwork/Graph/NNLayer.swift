@@ -1,0 +1,133 @@
+import CortadoCore
+import CortadoSpec
+import Dispatch
+
+/// A blob's shape in the classic (specification ≤ 3) layout: `[Seq, Batch, C, H, W]`.
+/// Every classic layer reads and writes rank-5 blobs; inputs of rank 1 (`[C]`) and rank 3
+/// (`[C, H, W]`) are widened to it, as Core ML's RANK5 mapping does.
+public struct NNShape: Hashable, Sendable, CustomStringConvertible {
+    public var s: Int
+    public var b: Int
+    public var c: Int
+    public var h: Int
+    public var w: Int
+
+    public init(s: Int = 1, b: Int = 1, c: Int, h: Int = 1, w: Int = 1) {
+        self.s = s; self.b = b; self.c = c; self.h = h; self.w = w
+    }
+
+    /// From a rank-1…5 shape, right-aligned onto `[S, B, C, H, W]` with leading ones, except that
+    /// rank 1 is `[C]` and rank 2 is `[S, C]` (sequence of vectors), as the classic layout reads them.
+    public init(_ dims: [Int]) throws {
+        switch dims.count {
+        case 1: self.init(c: dims[0])
+        case 2: self.init(s: dims[0], c: dims[1])
+        case 3: self.init(c: dims[0], h: dims[1], w: dims[2])
+        case 4: self.init(b: dims[0], c: dims[1], h: dims[2], w: dims[3])
+        case 5: self.init(s: dims[0], b: dims[1], c: dims[2], h: dims[3], w: dims[4])
+        default: throw MLModelError(.invalidModel, "shape \(dims) has rank \(dims.count); classic layers take rank 1 to 5")
+        }
+        guard dims.allSatisfy({ $0 > 0 }) else { throw MLModelError(.invalidModel, "shape \(dims) has a dimension below 1") }
+    }
+
+    public var dims: [Int] { [s, b, c, h, w] }
+    public var count: Int { s * b * c * h * w }
+    /// Elements of one `[C, H, W]` image.
+    public var chw: Int { c * h * w }
+    public var hw: Int { h * w }
+    /// Number of `[C, H, W]` images (`S × B`).
+    public var images: Int { s * b }
+    public var description: String { "[\(s), \(b), \(c), \(h), \(w)]" }
+}
+
+/// Where a blob lives while a plan runs: an offset into the workspace, in floats.
+public struct NNTensor: Sendable {
+    public var offset: Int
+    public var shape: NNShape
+    public var count: Int { shape.count }
+}
+
+/// What a kernel gets when it runs: the workspace, its scratch space and the threads it may use.
+public struct NNRunContext {
+    /// The workspace: every blob of the plan at its offset.
+    public let base: UnsafeMutablePointer<Float>
+    /// This layer's scratch space (`scratchCount` floats, uninitialised).
+    public let scratch: UnsafeMutablePointer<Float>
+    /// Threads a kernel may use (≥ 1).
+    public let threads: Int
+
+    @inline(__always) public func pointer(_ t: NNTensor) -> UnsafeMutablePointer<Float> { base + t.offset }
+
+    /// Runs `body` over `0..<count` in up to `threads` contiguous chunks, on the calling thread
+    /// plus Dispatch workers. Stays on the calling thread for small work (`count * costPerItem`
+    /// below about 32k operations).
+    public func parallelFor(_ count: Int, costPerItem: Int = 1, _ body: (Range<Int>) -> Void) {
+        let chunks = Swift.min(threads, count, Swift.max(1, count * costPerItem / 32_768))
+        if chunks <= 1 { body(0..<count); return }
+        let per = (count + chunks - 1) / chunks
+        withoutActuallyEscaping(body) { body in
+            let unchecked = UncheckedBody(body: body)
+            DispatchQueue.concurrentPerform(iterations: chunks) { i in
+                let lo = i * per, hi = Swift.min(count, lo + per)
+                if lo < hi { unchecked.body(lo..<hi) }
+            }
+        }
+    }
+}
+
+/// A kernel body handed to Dispatch workers; each worker touches a disjoint range.
+private struct UncheckedBody: @unchecked Sendable {
+    let body: (Range<Int>) -> Void
+}
+
+/// One compiled layer: shape inference at load, a kernel at run time.
+///
+/// Layers are built once from their spec (weights decoded and laid out then) and are
+/// immutable afterwards, so many predictions may run one layer at once.
+public protocol NNLayer: AnyObject, Sendable {
+    /// Output shapes for these input shapes. Throw `NNLayerError` for a shape the layer
+    /// cannot take; the graph adds the layer's name and type.
+    func outputShapes(_ inputs: [NNShape]) throws -> [NNShape]
+    /// Floats of scratch space `run` needs for these input shapes (default 0).
+    func scratchCount(_ inputs: [NNShape]) -> Int
+    /// True when output 0 may share input 0's memory (same count, element by element).
+    var runsInPlace: Bool { get }
+    /// This layer as an element-wise step another layer can absorb (batch norm, bias, scale,
+    /// activation); nil when it cannot be folded (the default).
+    var epilogue: NNEpilogueOp? { get }
+    /// Lines for `cortado inspect` beyond type and shape (e.g. "3×3 stride 1, 64 filters").
+    var detail: String { get }
+    func run(inputs: [NNTensor], outputs: [NNTensor], context: NNRunContext)
+}
+
+extension NNLayer {
+    public func scratchCount(_ inputs: [NNShape]) -> Int { 0 }
+    public var runsInPlace: Bool { false }
+    public var epilogue: NNEpilogueOp? { nil }
+    public var detail: String { "" }
+}
+
+/// A layer that can apply element-wise steps to its output while it is still in cache
+/// (convolution, inner product). `accept` returns false for a step it cannot apply.
+public protocol NNEpilogueAccepting: NNLayer {
+    func accept(_ op: NNEpilogueOp) -> Bool
+}
+
+/// A shape or parameter problem, reported by a layer; the graph prefixes the layer name.
+public struct NNLayerError: Error, CustomStringConvertible {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// What a layer builder sees.
+public struct NNLayerBuildContext: Sendable {
+    public let layerName: String
+    /// The network's input blob names and declared shapes (for layers that check them).
+    public let modelName: String
+    /// The network's `arrayInputShapeMapping` is EXACT (Core ML 3 and later).
+    public let exactArrayMapping: Bool
+}
+
+/// Builds a layer from its spec. Throw `NNLayerError` for bad parameters.
+public typealias NNLayerBuilder = @Sendable (CoreML_Specification_NeuralNetworkLayer, NNLayerBuildContext) throws -> any NNLayer

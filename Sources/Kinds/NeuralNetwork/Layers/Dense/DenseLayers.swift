@@ -1,0 +1,4 @@
+/// Convolution, deconvolution and inner product: the GEMM-backed layers.
+enum DenseLayers {
+    static let builders: [String: NNLayerBuilder] = [:]
+}

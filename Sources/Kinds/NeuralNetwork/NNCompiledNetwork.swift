@@ -1,0 +1,354 @@
+import CortadoCore
+import CortadoSpec
+import Foundation
+
+/// A compiled `NeuralNetwork`, `NeuralNetworkClassifier` or `NeuralNetworkRegressor`.
+///
+/// Loading builds every layer (weights decoded and laid out once), checks the graph and plans
+/// it for the declared input shapes, so shape errors surface at load. A request with another
+/// allowed shape (enumerated or ranged inputs, flexible image sizes, a batch) gets its own
+/// plan, cached. Predictions fill a pooled workspace, run the steps and copy the outputs out.
+final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
+    enum InputKind {
+        case array
+        case image(NNImageInput)
+    }
+    struct Input {
+        let name: String
+        let kind: InputKind
+        let isOptional: Bool
+    }
+    enum OutputKind {
+        case array(declaredShape: [Int], dataType: MLMultiArrayDataType)
+        case double
+        case image(MLImageColorSpace)
+    }
+    struct Output {
+        let name: String
+        let blob: String
+        let kind: OutputKind
+    }
+    struct Classifier {
+        let labels: MLClassLabels
+        let names: MLClassifierOutputNames
+        let blob: String
+    }
+
+    let modelName: String
+    let graph: NNGraph
+    let inputs: [Input]
+    let outputs: [Output]
+    let classifier: Classifier?
+    let threads: Int
+    let exactArrayMapping: Bool
+    /// Blobs the plans keep until the end.
+    private let kept: Set<String>
+    private let lock = NSLock()
+    private var plans: [[NNShape]: NNPlan] = [:]
+    private var planOrder: [[NNShape]] = []
+    private static let maxPlans = 16
+    /// The plan for the declared shapes, when every input declares one.
+    private(set) var defaultPlan: NNPlan?
+
+    var classLabels: MLClassLabels? { classifier?.labels }
+
+    init(spec: CoreML_Specification_Model, context: MLCompileContext) throws {
+        modelName = context.modelName
+        let description = context.description
+        let layers: [CoreML_Specification_NeuralNetworkLayer]
+        let preprocessing: [CoreML_Specification_NeuralNetworkPreprocessing]
+        let arrayMapping: CoreML_Specification_NeuralNetworkMultiArrayShapeMapping
+        var labels: MLClassLabels?
+        var probabilityBlob = ""
+        switch spec.type {
+        case .neuralNetwork(let nn)?:
+            (layers, preprocessing, arrayMapping) = (nn.layers, nn.preprocessing, nn.arrayInputShapeMapping)
+        case .neuralNetworkRegressor(let nn)?:
+            (layers, preprocessing, arrayMapping) = (nn.layers, nn.preprocessing, nn.arrayInputShapeMapping)
+        case .neuralNetworkClassifier(let nn)?:
+            (layers, preprocessing, arrayMapping) = (nn.layers, nn.preprocessing, nn.arrayInputShapeMapping)
+            switch nn.classLabels {
+            case .stringClassLabels(let l)?: labels = MLClassLabels(strings: l)
+            case .int64ClassLabels(let l)?: labels = MLClassLabels(int64s: l)
+            case nil: throw MLModelError(.invalidModel, "neural network classifier has no class labels")
+            }
+            probabilityBlob = nn.labelProbabilityLayerName
+        default:
+            throw MLModelError(.invalidModel, "not a neural network")
+        }
+        exactArrayMapping = arrayMapping == .exactArrayMapping
+        threads = context.configuration.threadCount > 0 ? context.configuration.threadCount : ProcessInfo.processInfo.activeProcessorCount
+        graph = try NNGraph(layers: layers, inputs: description.inputs.map(\.name), modelName: modelName, exactArrayMapping: exactArrayMapping)
+
+        var inputs: [Input] = []
+        for feature in description.inputs {
+            switch feature.type {
+            case .multiArray:
+                inputs.append(Input(name: feature.name, kind: .array, isOptional: feature.isOptional))
+            case .image:
+                let pre = preprocessing.first { $0.featureName == feature.name || ($0.featureName.isEmpty && description.inputs.count == 1) }
+                inputs.append(Input(name: feature.name, kind: .image(try NNImageInput(feature: feature, preprocessing: pre)), isOptional: feature.isOptional))
+            default:
+                throw MLModelError(.invalidModel, feature: feature.name, "neural network inputs must be multi-arrays or images, not \(feature.type)")
+            }
+        }
+        self.inputs = inputs
+
+        var outputs: [Output] = []
+        var classifier: Classifier?
+        if let labels {
+            let names = try MLClassifierOutputNames(description, labels: labels)
+            let produced = Set(graph.nodes.flatMap(\.outputs))
+            if probabilityBlob.isEmpty {
+                if let p = names.probabilitiesName, produced.contains(p) {
+                    probabilityBlob = p
+                } else if let last = graph.nodes.last?.outputs.first {
+                    probabilityBlob = last
+                }
+            }
+            guard produced.contains(probabilityBlob) else {
+                throw MLModelError(.invalidModel, "the class probabilities come from blob '\(probabilityBlob)', which no layer writes")
+            }
+            classifier = Classifier(labels: labels, names: names, blob: probabilityBlob)
+        }
+        for feature in description.outputs {
+            if let classifier, feature.name == classifier.names.labelName || feature.name == classifier.names.probabilitiesName { continue }
+            switch feature.type {
+            case .multiArray:
+                let c = feature.multiArrayConstraint
+                outputs.append(Output(name: feature.name, blob: feature.name, kind: .array(declaredShape: c?.shape ?? [], dataType: c?.dataType ?? .float32)))
+            case .double:
+                outputs.append(Output(name: feature.name, blob: feature.name, kind: .double))
+            case .image:
+                outputs.append(Output(name: feature.name, blob: feature.name, kind: .image(feature.imageConstraint!.colorSpace)))
+            default:
+                throw MLModelError(.invalidModel, feature: feature.name, "neural network outputs must be multi-arrays, doubles or images, not \(feature.type)")
+            }
+        }
+        self.outputs = outputs
+        self.classifier = classifier
+        kept = Set(outputs.map(\.blob) + [classifier?.blob].compactMap { $0 })
+
+        graph.fuseEpilogues(keeping: kept)
+
+        // Plan the declared shapes now, so that shape errors are load errors.
+        var declared: [String: NNShape] = [:]
+        for (input, feature) in zip(inputs, description.inputs) {
+            switch input.kind {
+            case .array:
+                guard let shape = feature.multiArrayConstraint?.shape, !shape.isEmpty else { continue }
+                declared[input.name] = try Self.blobShape(shape, exact: exactArrayMapping, feature: input.name)
+            case .image(let image):
+                declared[input.name] = image.defaultShape
+            }
+        }
+        if declared.count == inputs.count {
+            defaultPlan = try plan(for: declared)
+        }
+    }
+
+    static func blobShape(_ dims: [Int], exact: Bool, feature: String) throws -> NNShape {
+        do {
+            return try NNShape(dims)
+        } catch let e as MLModelError {
+            throw MLModelError(e.code, feature: feature, e.message)
+        }
+    }
+
+    // MARK: Plans
+
+    private func plan(for shapes: [String: NNShape]) throws -> NNPlan {
+        let key = inputs.map { shapes[$0.name] ?? NNShape(s: 0, b: 0, c: 0, h: 0, w: 0) }
+        lock.lock()
+        if let p = plans[key] { lock.unlock(); return p }
+        lock.unlock()
+        let plan = try NNPlan(graph: graph, inputShapes: shapes, keep: kept)
+        lock.lock(); defer { lock.unlock() }
+        if let p = plans[key] { return p }
+        if planOrder.count >= Self.maxPlans, let evict = planOrder.first(where: { plans[$0] !== defaultPlan }) {
+            plans[evict] = nil
+            planOrder.removeAll { $0 == evict }
+        }
+        plans[key] = plan
+        planOrder.append(key)
+        return plan
+    }
+
+    // MARK: Predicting
+
+    func prediction(from input: MLFeatureProvider, options: MLPredictionOptions) throws -> MLFeatureProvider {
+        try run([input], options: options)[0]
+    }
+
+    func predictions(from batch: MLBatchProvider, options: MLPredictionOptions) throws -> [MLFeatureProvider] {
+        let rows = (0..<batch.count).map { batch.features(at: $0) }
+        if rows.count <= 1 { return try rows.map { try run([$0], options: options)[0] } }
+        // Rows of one shape run as one batch along the Batch axis (up to 256 rows at a time).
+        var out: [MLFeatureProvider] = []
+        out.reserveCapacity(rows.count)
+        var start = 0
+        while start < rows.count {
+            let end = min(start + 256, rows.count)
+            out += try run(Array(rows[start..<end]), options: options)
+            start = end
+        }
+        return out
+    }
+
+    /// Shapes of one row's inputs.
+    private func rowShapes(_ row: MLFeatureProvider) throws -> [String: NNShape] {
+        var shapes: [String: NNShape] = [:]
+        for input in inputs {
+            guard let value = row.featureValue(for: input.name), !value.isUndefined else {
+                throw MLModelError.featureType(input.name, "neural network inputs cannot be left out")
+            }
+            switch input.kind {
+            case .array:
+                guard let a = value.multiArrayValue else { throw MLModelError.featureType(input.name, "expected a multi-array") }
+                shapes[input.name] = try Self.blobShape(a.shape, exact: exactArrayMapping, feature: input.name)
+            case .image(let binding):
+                guard let image = value.imageValue else { throw MLModelError.featureType(input.name, "expected an image") }
+                shapes[input.name] = binding.shape(for: image)
+            }
+        }
+        return shapes
+    }
+
+    /// Runs rows together when they share shapes and have no sequence axis; else one by one.
+    private func run(_ rows: [MLFeatureProvider], options: MLPredictionOptions) throws -> [MLFeatureProvider] {
+        let first = try rowShapes(rows[0])
+        var stackable = rows.count > 1 && first.values.allSatisfy { $0.s == 1 }
+        if stackable {
+            for row in rows.dropFirst() where try rowShapes(row) != first { stackable = false; break }
+        }
+        if rows.count > 1 && !stackable {
+            return try rows.map { try run([$0], options: options)[0] }
+        }
+        let n = rows.count
+        var shapes = first
+        for (k, v) in first { shapes[k]!.b = v.b * n }
+        let plan = try plan(for: shapes)
+        // Every output must keep the batch apart, or the rows run one by one.
+        if n > 1 {
+            for blob in kept where (plan.blobs[blob]?.shape.b ?? 0) % n != 0 {
+                return try rows.map { try run([$0], options: options)[0] }
+            }
+        }
+        let base = plan.checkOut()
+        defer { plan.checkIn(base) }
+        for (r, row) in rows.enumerated() {
+            for input in inputs {
+                let t = plan.blobs[input.name]!
+                let per = t.count / n
+                let dst = base + t.offset + r * per
+                let value = row.featureValue(for: input.name)!
+                switch input.kind {
+                case .array:
+                    value.multiArrayValue!.copyFloats(into: dst)
+                case .image(let binding):
+                    try binding.write(value.imageValue!, feature: input.name, shape: first[input.name]!, into: dst)
+                }
+            }
+        }
+        plan.run(on: base, threads: threads)
+        return try (0..<n).map { r in try readOutputs(plan: plan, base: base, row: r, rows: n, options: options) }
+    }
+
+    private func readOutputs(plan: NNPlan, base: UnsafeMutablePointer<Float>, row: Int, rows: Int, options: MLPredictionOptions) throws -> MLFeatureProvider {
+        var values: [String: MLFeatureValue] = [:]
+        // The row's slice of a blob: for each sequence step, its share of the batch axis.
+        func slice(_ blob: String, _ body: (UnsafeMutablePointer<Float>, NNShape) throws -> Void) throws {
+            let t = plan.blobs[blob]!
+            var shape = t.shape
+            shape.b /= rows
+            if rows == 1 || shape.s == 1 {
+                try body(base + t.offset + row * shape.count, shape)
+                return
+            }
+            let tmp = UnsafeMutablePointer<Float>.allocate(capacity: shape.count)
+            defer { tmp.deallocate() }
+            let block = shape.b * shape.chw
+            for s in 0..<shape.s {
+                (tmp + s * block).update(from: base + t.offset + (s * rows + row) * block, count: block)
+            }
+            try body(tmp, shape)
+        }
+        for output in outputs {
+            try slice(output.blob) { p, shape in
+                switch output.kind {
+                case .array(let declared, let dataType):
+                    let dims: [Int]
+                    if !declared.isEmpty, declared.reduce(1, *) == shape.count {
+                        dims = declared
+                    } else if shape.s == 1 && shape.b == 1 {
+                        dims = [shape.c, shape.h, shape.w]
+                    } else {
+                        dims = shape.dims
+                    }
+                    let array = try options.outputArray(named: output.name, shape: dims, dataType: dataType)
+                    array.write(contiguous: UnsafeBufferPointer(start: p, count: shape.count))
+                    values[output.name] = MLFeatureValue(multiArray: array)
+                case .double:
+                    values[output.name] = MLFeatureValue(double: Double(p[0]))
+                case .image(let space):
+                    values[output.name] = MLFeatureValue(image: try NNImageOutput.image(p, shape: shape, colorSpace: space, feature: output.name))
+                }
+            }
+        }
+        if let classifier {
+            try slice(classifier.blob) { p, shape in
+                let labels = classifier.labels
+                guard shape.count == labels.count else {
+                    throw MLModelError(.invalidModel, "blob '\(classifier.blob)' holds \(shape.count) class scores for \(labels.count) class labels")
+                }
+                var scores = [Double](repeating: 0, count: labels.count)
+                var best = 0
+                for i in 0..<labels.count {
+                    scores[i] = Double(p[i])
+                    if p[i] > p[best] { best = i }
+                }
+                scores.withUnsafeBufferPointer { buf in
+                    for (k, v) in classifier.names.outputs(labels: labels, winner: best, scores: buf) { values[k] = v }
+                }
+            }
+        }
+        return MLDictionaryFeatureProvider(dictionary: values)
+    }
+
+    // MARK: Inspect
+
+    var summary: [String] {
+        let layerCount = graph.nodes.count + graph.nodes.reduce(0) { $0 + $1.fused.count }
+        var lines = ["layers: \(layerCount)" + (layerCount != graph.nodes.count ? " (\(graph.nodes.count) steps after fusing)" : "")]
+        for node in graph.nodes {
+            var line = "  \(node.name): \(node.type)"
+            if let plan = defaultPlan {
+                line += " → " + node.outputs.map { plan.blobs[$0].map { "\($0.shape)" } ?? "?" }.joined(separator: ", ")
+            }
+            let detail = node.layer.detail
+            if !detail.isEmpty { line += "  (\(detail))" }
+            if !node.fused.isEmpty { line += "  + " + node.fused.joined(separator: " + ") }
+            lines.append(line)
+        }
+        if let plan = defaultPlan {
+            lines.append("workspace: \(plan.blobFloats * 4 / 1024) KiB of blobs + \(plan.scratchFloats * 4 / 1024) KiB scratch")
+        }
+        return lines
+    }
+}
+
+/// The neural-network model kind.
+enum NeuralNetworkKind: MLModelKind {
+    static let specTypes = ["neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor"]
+
+    static func compile(_ spec: CoreML_Specification_Model, context: MLCompileContext) throws -> any MLCompiledModel {
+        try NNCompiledNetwork(spec: spec, context: context)
+    }
+}
+
+/// Registers the neural-network model kinds.
+public enum NeuralNetworkKinds {
+    public static func register(in registry: MLModelKindRegistry = .shared) {
+        registry.register(NeuralNetworkKind.self)
+    }
+}
