@@ -132,7 +132,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CortadoKindsTests",
-            dependencies: ["CortadoModels"],
+            dependencies: ["CortadoModels", "CortadoNeuralNetwork"],
             path: "Tests/CortadoKindsTests"
         ),
     ]
