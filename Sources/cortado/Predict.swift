@@ -9,7 +9,9 @@ struct Predict: ParsableCommand {
         Reads one JSON object of input features per line (blank lines are skipped) and writes \
         one JSON object of outputs per line on stdout, in the same order. A bad row (malformed \
         JSON, a missing, unknown or mistyped feature) is reported on stderr with its line number \
-        and the run exits with status 1.
+        and the run exits with status 1. Rows are predicted in batches of up to --batch rows \
+        (a neural network runs a batch as one pass along its batch axis); a row that fails \
+        inside a batch is retried alone, so errors still name their line.
         """
     )
 
@@ -25,6 +27,9 @@ struct Predict: ParsableCommand {
     @Flag(help: "After a bad row, write {\"error\": …} for it and go on; still exit 1 at the end.")
     var keepGoing = false
 
+    @Option(help: "Rows predicted together (1: one at a time).")
+    var batch: Int = 64
+
     func run() throws {
         let loaded: MLModel
         do { loaded = try loadModel(model) } catch { fail("\(error)") }
@@ -37,9 +42,37 @@ struct Predict: ParsableCommand {
         } else {
             do { data = try Data(contentsOf: URL(fileURLWithPath: input)) } catch { fail("cannot read \(input): \(error.localizedDescription)") }
         }
+        guard batch >= 1 else { fail("--batch must be at least 1") }
         var sink = OutputSink(path: output)
         var failures = 0
         var lineNumber = 0
+        var pending: [(line: Int, features: MLFeatureProvider)] = []
+
+        func report(_ line: Int, _ error: Error) throws {
+            failures += 1
+            let message = "\(input == "-" ? "stdin" : input) line \(line): \(error)"
+            FileHandle.standardError.write(Data(("cortado: " + message + "\n").utf8))
+            guard keepGoing else { sink.flush(); throw ExitCode(1) }
+            var escaped = ""
+            MLFeatureJSON.encode(MLFeatureValue(string: message), into: &escaped)
+            sink.write("{\"error\":\(escaped)}")
+        }
+        // Predicts the pending rows as one batch; on failure, row by row to find the bad one.
+        func flushPending() throws {
+            defer { pending.removeAll(keepingCapacity: true) }
+            if pending.count > 1, let results = try? loaded.predictions(fromBatch: MLArrayBatchProvider(array: pending.map(\.features))) {
+                for i in 0..<results.count { sink.write(MLFeatureJSON.encode(results.features(at: i), names: outputNames)) }
+                return
+            }
+            for row in pending {
+                do {
+                    sink.write(MLFeatureJSON.encode(try loaded.prediction(from: row.features), names: outputNames))
+                } catch {
+                    try report(row.line, error)
+                }
+            }
+        }
+
         for rawLine in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             lineNumber += 1
             if rawLine.allSatisfy({ $0 == 32 || $0 == 9 || $0 == 13 }) { continue }
@@ -47,19 +80,16 @@ struct Predict: ParsableCommand {
                 guard let object = try MLJSONParser.parse(rawLine) as? [String: Any] else {
                     throw MLModelError(.parse, "expected a JSON object of input features")
                 }
-                let features = try MLFeatureJSON.decodeInputs(object, description: description)
-                let result = try loaded.prediction(from: features)
-                sink.write(MLFeatureJSON.encode(result, names: outputNames))
+                pending.append((lineNumber, try MLFeatureJSON.decodeInputs(object, description: description)))
+                if pending.count >= batch { try flushPending() }
+            } catch let exit as ExitCode {
+                throw exit
             } catch {
-                failures += 1
-                let message = "\(input == "-" ? "stdin" : input) line \(lineNumber): \(error)"
-                FileHandle.standardError.write(Data(("cortado: " + message + "\n").utf8))
-                guard keepGoing else { sink.flush(); throw ExitCode(1) }
-                var escaped = ""
-                MLFeatureJSON.encode(MLFeatureValue(string: message), into: &escaped)
-                sink.write("{\"error\":\(escaped)}")
+                try flushPending()
+                try report(lineNumber, error)
             }
         }
+        try flushPending()
         sink.flush()
         if failures > 0 { throw ExitCode(1) }
     }
