@@ -175,7 +175,10 @@ final class UpsampleLayer: NNLayer, @unchecked Sendable {
                         if fw == 1 {
                             row.update(from: s, count: w)
                         } else {
-                            for c in 0..<w { (row + c * fw).update(repeating: s[c], count: fw) }
+                            for c in 0..<w {
+                                let v = s[c], d = row + c * fw
+                                for k in 0..<fw { d[k] = v }
+                            }
                         }
                         for k in 1..<max(fh, 1) { (row + k * ow).update(from: row, count: ow) }
                     }
