@@ -1,4 +1,67 @@
+import CortadoSpec
+
 /// Pooling and the layers that move data: padding, crop, resize, reshape, permute, concat, split, slice.
 enum SpatialLayers {
-    static let builders: [String: NNLayerBuilder] = [:]
+    static let builders: [String: NNLayerBuilder] = [
+        "padding": { spec, _ in try PaddingLayer(spec.padding) },
+        "crop": { spec, _ in try CropLayer(spec.crop, inputs: spec.input.count) },
+        "upsample": { spec, _ in try UpsampleLayer(spec.upsample) },
+        "resizeBilinear": { spec, _ in try ResizeBilinearLayer(spec.resizeBilinear) },
+        "cropResize": { spec, _ in try CropResizeLayer(spec.cropResize) },
+        "reshape": { spec, _ in try ReshapeLayer(spec.reshape) },
+        "flatten": { spec, _ in try FlattenLayer(spec.flatten) },
+        "permute": { spec, _ in try PermuteLayer(spec.permute) },
+        "reorganizeData": { spec, _ in try ReorganizeDataLayer(spec.reorganizeData) },
+        "concat": { spec, _ in try ConcatLayer(spec.concat, inputs: spec.input.count) },
+        "split": { spec, _ in try SplitLayer(spec.split, outputs: spec.output.count) },
+        "slice": { spec, _ in try SliceLayer(spec.slice) },
+        "sequenceRepeat": { spec, _ in SequenceRepeatLayer(spec.sequenceRepeat) },
+    ]
+}
+
+/// Copies of strided float data, shared by the data-moving layers.
+enum NNCopy {
+    /// Copies `rows` rows of `width` floats from `src` (row pitch `srcPitch`) to `dst` (row pitch
+    /// `dstPitch`); a single copy when both are contiguous.
+    @inline(__always)
+    static func rows(_ src: UnsafePointer<Float>, pitch srcPitch: Int, to dst: UnsafeMutablePointer<Float>, pitch dstPitch: Int, rows: Int, width: Int) {
+        if srcPitch == width && dstPitch == width {
+            dst.update(from: src, count: rows * width)
+            return
+        }
+        for r in 0..<rows { (dst + r * dstPitch).update(from: src + r * srcPitch, count: width) }
+    }
+
+    /// Transposes a `rows × cols` matrix into a `cols × rows` one.
+    @inline(__always)
+    static func transpose(_ src: UnsafePointer<Float>, rows: Int, cols: Int, to dst: UnsafeMutablePointer<Float>) {
+        // Blocks of 16×16 keep both sides in cache.
+        let block = 16
+        var r0 = 0
+        while r0 < rows {
+            let r1 = min(rows, r0 + block)
+            var c0 = 0
+            while c0 < cols {
+                let c1 = min(cols, c0 + block)
+                for r in r0..<r1 {
+                    let s = src + r * cols
+                    for c in c0..<c1 { dst[c * rows + r] = s[c] }
+                }
+                c0 = c1
+            }
+            r0 = r1
+        }
+    }
+}
+
+/// Reads the two `EdgeSizes` (height, then width) of a `BorderAmounts`; absent means 0.
+func nnBorders(_ b: CoreML_Specification_BorderAmounts, what: String) throws -> (top: Int, bottom: Int, left: Int, right: Int) {
+    let e = b.borderAmounts
+    guard e.count == 0 || e.count == 2 else {
+        throw NNLayerError("\(what) must give 2 edge sizes (height, width), not \(e.count)")
+    }
+    guard e.count == 2 else { return (0, 0, 0, 0) }
+    let v = [e[0].startEdgeSize, e[0].endEdgeSize, e[1].startEdgeSize, e[1].endEdgeSize]
+    guard v.allSatisfy({ $0 < 1 << 31 }) else { throw NNLayerError("\(what) \(v) is too large") }
+    return (Int(v[0]), Int(v[1]), Int(v[2]), Int(v[3]))
 }
