@@ -4,5 +4,10 @@ enum ElementwiseLayers {
         "activation": { spec, _ in try ActivationLayer(spec.activation) },
         "bias": { spec, _ in try BiasLayer(spec.bias) },
         "scale": { spec, _ in try ScaleLayer(spec.scale) },
+        "add": { spec, _ in CombineLayer(.add, alpha: spec.add.alpha, inputCount: spec.input.count) },
+        "multiply": { spec, _ in CombineLayer(.multiply, alpha: spec.multiply.alpha, inputCount: spec.input.count) },
+        "average": { spec, _ in CombineLayer(.average, inputCount: spec.input.count) },
+        "max": { spec, _ in CombineLayer(.max, inputCount: spec.input.count) },
+        "min": { spec, _ in CombineLayer(.min, inputCount: spec.input.count) },
     ]
 }
