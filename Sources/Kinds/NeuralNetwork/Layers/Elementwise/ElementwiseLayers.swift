@@ -9,5 +9,6 @@ enum ElementwiseLayers {
         "average": { spec, _ in CombineLayer(.average, inputCount: spec.input.count) },
         "max": { spec, _ in CombineLayer(.max, inputCount: spec.input.count) },
         "min": { spec, _ in CombineLayer(.min, inputCount: spec.input.count) },
+        "unary": { spec, _ in try UnaryLayer(spec.unary) },
     ]
 }
