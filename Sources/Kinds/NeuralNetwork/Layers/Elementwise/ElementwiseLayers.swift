@@ -10,5 +10,9 @@ enum ElementwiseLayers {
         "max": { spec, _ in CombineLayer(.max, inputCount: spec.input.count) },
         "min": { spec, _ in CombineLayer(.min, inputCount: spec.input.count) },
         "unary": { spec, _ in try UnaryLayer(spec.unary) },
+        "softmax": { _, _ in SoftmaxLayer() },
+        "lrn": { spec, _ in try LRNLayer(spec.lrn) },
+        "mvn": { spec, _ in MVNLayer(spec.mvn) },
+        "l2Normalize": { spec, _ in L2NormalizeLayer(spec.l2Normalize) },
     ]
 }
