@@ -14,5 +14,7 @@ enum ElementwiseLayers {
         "lrn": { spec, _ in try LRNLayer(spec.lrn) },
         "mvn": { spec, _ in MVNLayer(spec.mvn) },
         "l2Normalize": { spec, _ in L2NormalizeLayer(spec.l2Normalize) },
+        "dot": { spec, _ in DotLayer(spec.dot) },
+        "reduce": { spec, _ in try ReduceLayer(spec.reduce) },
     ]
 }
