@@ -16,5 +16,7 @@ enum ElementwiseLayers {
         "l2Normalize": { spec, _ in L2NormalizeLayer(spec.l2Normalize) },
         "dot": { spec, _ in DotLayer(spec.dot) },
         "reduce": { spec, _ in try ReduceLayer(spec.reduce) },
+        "embedding": { spec, _ in try EmbeddingLayer(spec.embedding) },
+        "loadConstant": { spec, _ in try LoadConstantLayer(spec.loadConstant) },
     ]
 }
