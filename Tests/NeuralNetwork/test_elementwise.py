@@ -432,3 +432,33 @@ def test_load_constant_data_count_wrong_fails_load(tmp_path):
     b.add_elementwise("a", ["x", "kst"], "y", "ADD")
     err = load_error(b, tmp_path, [x_row()])
     assert "bad_const" in err
+
+
+# ---------------------------------------------------------------- large blobs (several worker threads)
+
+BIG = (16, 48, 48)
+
+
+def test_large_blobs_split_across_threads(tmp_path):
+    # Big enough that every kernel below splits its work into chunks (above ~32k operations).
+    r = rng(300)
+    scale = r.normal(size=(BIG[0],))
+    b = builder([("x", BIG), ("p", (1, BIG[1], BIG[2]))],
+                [("sm", BIG), ("lrn", BIG), ("mvn", BIG), ("red", (1, BIG[1], BIG[2])), ("sum", BIG), ("un", BIG)])
+    b.add_scale("s", scale, None, False, "x", "xs", shape_scale=[BIG[0]])
+    b.add_softmax("softmax", "xs", "sm")
+    b.add_lrn("l", "x", "lrn", alpha=0.1, beta=0.75, local_size=5, k=1.0)
+    b.add_mvn("m", "x", "mvn", across_channels=False, normalize_variance=True, epsilon=1e-4)
+    b.add_reduce("r", "x", "red", axis="C", mode="L2")
+    b.add_elementwise("a", ["x", "p"], "sum", "ADD")
+    b.add_unary("u", "x", "un", "exp", scale=0.5)
+    rows = [{"x": r.normal(size=BIG), "p": r.normal(size=(1, BIG[1], BIG[2]))} for _ in range(2)]
+    out = predict(b, rows, tmp_path)
+    for row, o in zip(rows, out):
+        x = row["x"]
+        assert_close(o["sm"], softmax_c(x * scale.reshape(-1, 1, 1)), **LOOSE, what="softmax")
+        assert_close(o["lrn"], lrn_ref(x, 0.1, 0.75, 1.0, 5), **LOOSE, what="lrn")
+        assert_close(o["mvn"], mvn_ref(x, False, True, 1e-4), **LOOSE, what="mvn")
+        assert_close(o["red"], np.sqrt(np.sum(x * x, 0, keepdims=True)), **LOOSE, what="reduce")
+        assert_close(o["sum"], x + row["p"], **EXACT, what="add")
+        assert_close(o["un"], np.exp(0.5 * x), **LOOSE, what="unary")
