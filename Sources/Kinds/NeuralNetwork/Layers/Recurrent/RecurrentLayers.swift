@@ -1,5 +1,6 @@
 import COpenBLAS
 import CortadoSpec
+import Foundation
 
 /// Simple recurrent, LSTM (one and both directions) and GRU layers.
 enum RecurrentLayers {
@@ -20,8 +21,19 @@ enum NNRecurrent {
     /// Core ML clips every gate pre-activation to this range before its activation.
     static let gateClip: Float = 50
 
-    /// Checks the vector sizes a layer declares.
+    /// OpenBLAS threads per call, set once when the first recurrent layer loads: 1 unless
+    /// `CORTADO_BLAS_THREADS` asks for more (the convention of the GEMM layers). The per-step
+    /// GEMMs are small; with OpenBLAS's default (all cores) its threads spent most of an LSTM's
+    /// time yielding to each other.
+    static let blasThreads: Int = {
+        let n = Swift.max(1, ProcessInfo.processInfo.environment["CORTADO_BLAS_THREADS"].flatMap(Int.init) ?? 1)
+        openblas_set_num_threads(Int32(n))
+        return n
+    }()
+
+    /// Checks the vector sizes a layer declares (and sets up OpenBLAS).
     static func checkSizes(input: UInt64, output: UInt64) throws -> (Int, Int) {
+        _ = blasThreads
         guard input > 0, output > 0, input < 1 << 24, output < 1 << 24 else {
             throw NNLayerError("inputVectorSize (\(input)) and outputVectorSize (\(output)) must be between 1 and 2^24")
         }
@@ -130,10 +142,12 @@ enum NNRecurrent {
 
 extension NNActivation {
     /// Applies the activation to one row of `units` hidden units (the unit index is the channel
-    /// for per-channel parameters).
+    /// for per-channel parameters); sigmoid and tanh take the vectorised `NNRecurrentMath` path.
     @inline(__always)
     func applyUnits(_ p: UnsafeMutablePointer<Float>, units: Int) {
         switch self {
+        case .sigmoid: NNRecurrentMath.map(p, count: units, NNRecurrentMath.sigmoid)
+        case .tanh: NNRecurrentMath.map(p, count: units, NNRecurrentMath.tanh)
         case .prelu(let a) where a.count > 1:
             for j in 0..<units { apply(p + j, count: 1, channel: j) }
         case .parametricSoftplus(let a, let b) where a.count > 1 || b.count > 1:
