@@ -17,6 +17,8 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         let name: String
         let kind: InputKind
         let isOptional: Bool
+        /// The declared array shape: an optional input left out is this many zeros.
+        var declared: NNShape? = nil
     }
     enum OutputKind {
         case array(declaredShape: [Int], dataType: MLMultiArrayDataType)
@@ -84,7 +86,9 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         for feature in description.inputs {
             switch feature.type {
             case .multiArray:
-                inputs.append(Input(name: feature.name, kind: .array, isOptional: feature.isOptional))
+                let dims = feature.multiArrayConstraint?.shape ?? []
+                let declared = dims.isEmpty ? nil : try Self.blobShape(dims, exact: exactArrayMapping, feature: feature.name)
+                inputs.append(Input(name: feature.name, kind: .array, isOptional: feature.isOptional, declared: declared))
             case .image:
                 let pre = preprocessing.first { $0.featureName == feature.name || ($0.featureName.isEmpty && description.inputs.count == 1) }
                 inputs.append(Input(name: feature.name, kind: .image(try NNImageInput(feature: feature, preprocessing: pre)), isOptional: feature.isOptional))
@@ -200,6 +204,11 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         var shapes: [String: NNShape] = [:]
         for input in inputs {
             guard let value = row.featureValue(for: input.name), !value.isUndefined else {
+                // An optional array input left out (e.g. an RNN's initial state) is zeros.
+                if input.isOptional, let declared = input.declared {
+                    shapes[input.name] = declared
+                    continue
+                }
                 throw MLModelError.featureType(input.name, "neural network inputs cannot be left out")
             }
             switch input.kind {
@@ -241,7 +250,10 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
                 let t = plan.blobs[input.name]!
                 let per = t.count / n
                 let dst = base + t.offset + r * per
-                let value = row.featureValue(for: input.name)!
+                guard let value = row.featureValue(for: input.name), !value.isUndefined else {
+                    dst.update(repeating: 0, count: per)
+                    continue
+                }
                 switch input.kind {
                 case .array:
                     value.multiArrayValue!.copyFloats(into: dst)
