@@ -5,7 +5,7 @@ import CortadoSpec
 /// for every `[C, H, W]` image (`C·H·W` must equal `inputChannels`; the output is
 /// `[Cout, 1, 1]`). All `S·B` rows run as one GEMM, `Y[rows, Cout] = X[rows, Cin] · Wᵀ`
 /// (split into one block of rows per worker when several threads are allowed); a single row
-/// is a GEMV split over the output channels. Weights keep the spec's `[Cout, Cin]` layout.
+/// is an sgemv, split over the output channels when the matrix is large (4M+ weights). Weights keep the spec's `[Cout, Cin]` layout.
 final class InnerProductLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable {
     let inputChannels: Int
     let outputChannels: Int
@@ -54,7 +54,7 @@ final class InnerProductLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable
             let w = wbuf.baseAddress!
             if rows == 1 {
                 // GEMV, output channels split over the workers when the matrix is large.
-                let workers = k * n >= 1 << 18 ? NNGemm.workers(context, items: (n + 63) / 64) : 1
+                let workers = k * n >= 1 << 20 ? NNGemm.workers(context, items: (n + 63) / 64) : 1
                 let per = (n + workers - 1) / workers
                 NNGemm.run(workers: workers) { worker in
                     let m0 = worker * per, m1 = Swift.min(n, m0 + per)

@@ -18,8 +18,9 @@ enum NNGemm {
         return threads
     }()
 
-    /// Scratch slots a layer reserves: one per worker it may run.
-    static var slots: Int { blasThreads > 1 ? 1 : Swift.max(1, ProcessInfo.processInfo.activeProcessorCount) }
+    /// Scratch slots a layer reserves: one per worker it may run. Read once: Foundation's
+    /// `activeProcessorCount` opens cgroup files in /sys on every call.
+    static let slots: Int = blasThreads > 1 ? 1 : Swift.max(1, ProcessInfo.processInfo.activeProcessorCount)
 
     /// Workers to use for `items` independent pieces of work.
     @inline(__always) static func workers(_ context: NNRunContext, items: Int) -> Int {
