@@ -17,7 +17,7 @@ Also printed: Cortado's GFLOP/s on the Tiny YOLO convolutions (each 3×3/1×1 co
 the network timed alone as a one-layer model; and the whole network's FLOPs over its latency),
 against a 2048³ sgemm in the same OpenBLAS library Cortado links (Debian's libopenblas,
 called through ctypes) and in numpy's bundled OpenBLAS; Tiny YOLO load time and peak RSS
-(Cortado: `cortado report`; onnxruntime: session creation, and ru_maxrss of a child Python
+(Cortado: `cortado report`; onnxruntime: session creation, and the peak RSS (VmHWM) of a child Python
 process that imports onnxruntime, loads the model and runs once).
 
 Usage: .venv/bin/python bench/nn_vs_onnxruntime.py [--bin .build/release] [--threads 1 2]
@@ -107,19 +107,22 @@ def median_of(fn, repeat):
     return float(np.median([fn() for _ in range(repeat)]))
 
 
+# Peak RSS as VmHWM: ru_maxrss survives exec and would report this (larger) parent's peak.
+HWM = "int([l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]) * 1024"
+
 ORT_RSS_CHILD = """
-import resource, sys, time, numpy as np, onnxruntime as ort
+import sys, time, numpy as np, onnxruntime as ort
 o = ort.SessionOptions(); o.intra_op_num_threads = int(sys.argv[2]); o.inter_op_num_threads = 1
 t0 = time.perf_counter()
 s = ort.InferenceSession(sys.argv[1], o, providers=["CPUExecutionProvider"])
 load = time.perf_counter() - t0
 s.run(None, {"image": np.zeros((1, 3, 416, 416), np.float32)})
-print(load, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+print(load, """ + HWM + """)
 """
 
 PYTHON_BASELINE_CHILD = """
-import resource, numpy as np, onnxruntime as ort
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+import numpy as np, onnxruntime as ort
+print(""" + HWM + """)
 """
 
 

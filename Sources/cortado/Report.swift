@@ -27,16 +27,16 @@ struct Report: ParsableCommand {
     @Option(name: .shortAndLong, help: "JSON-lines file of input rows (as for `cortado predict`); '-' reads stdin.")
     var input: String
 
-    @Option(help: "Timed predictions (default 50).")
+    @Option(help: "Timed predictions.")
     var iterations: Int = 50
 
-    @Option(help: "Untimed predictions before timing (default 5).")
+    @Option(help: "Untimed predictions before timing.")
     var warmup: Int = 5
 
-    @Option(help: "Threads one prediction may use (MLModelConfiguration.threadCount); 0 means all cores (default 0).")
+    @Option(help: "Threads one prediction may use (MLModelConfiguration.threadCount); 0 means all cores.")
     var threads: Int = 0
 
-    @Option(help: "Rows per prediction (default 1); above 1 the rows go through the batch API.")
+    @Option(help: "Rows per prediction; above 1 the rows go through the batch API.")
     var batch: Int = 1
 
     @Flag(help: "Print one JSON object instead of text.")
