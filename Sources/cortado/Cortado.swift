@@ -14,7 +14,7 @@ struct Cortado: ParsableCommand {
         and JSON arrays for sequences.
         """,
         version: "0.1.0",
-        subcommands: [Inspect.self, Predict.self, Serve.self]
+        subcommands: [Inspect.self, Predict.self, Report.self, Serve.self]
     )
 }
 

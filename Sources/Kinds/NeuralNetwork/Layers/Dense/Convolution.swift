@@ -1,0 +1,366 @@
+import COpenBLAS
+import CortadoSpec
+
+/// `ConvolutionLayerParams`: 2-D convolution and deconvolution (transposed convolution) over
+/// each `[C, H, W]` image, with groups (depthwise included), stride, dilation, valid padding
+/// (explicit border amounts) and same padding (both asymmetry modes).
+///
+/// Weights stay in the spec's layout, which is already the GEMM's: convolution
+/// `[Cout, Cin/groups, kH, kW]`, i.e. one row of `Cin/groups·kH·kW` per output channel;
+/// deconvolution `[Cin, Cout/groups, kH, kW]`, i.e. one row of `Cout/groups·kH·kW` per input
+/// channel.
+/// - Convolution: per image and group `Y[Cout/g, Hout·Wout] = W[Cout/g, K] · col[K, Hout·Wout]`,
+///   `col` being the im2col matrix (`K = Cin/g·kH·kW`) built in scratch; a 1×1, stride-1,
+///   unpadded convolution multiplies the input directly. Large images are cut into bands of
+///   output rows (one band's `col` fits in cache), bands spread over the workers; small images
+///   split the output channels over the workers instead.
+/// - Deconvolution: `col[Cout/g·kH·kW, Hin·Win] = Wᵀ · X`, then scattered (col2im) into the
+///   output, cropped by the padding.
+/// Bias and folded steps (batch norm, scale, activation) run per output channel after the GEMM.
+final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable {
+    enum Padding {
+        case valid(top: Int, bottom: Int, left: Int, right: Int)
+        case same(topLeftHeavy: Bool)
+    }
+
+    let outputChannels: Int
+    /// Convolution: input channels per group; deconvolution: all input channels.
+    let kernelChannels: Int
+    let groups: Int
+    let kh: Int, kw: Int, sh: Int, sw: Int, dh: Int, dw: Int
+    let padding: Padding
+    let deconvolution: Bool
+    let outputSize: (h: Int, w: Int)?
+    let weights: [Float]
+    let weightForm: String
+    private(set) var post: NNChannelEpilogue
+
+    /// Floats of `col` per band in the banded path (about 256 KB).
+    static let bandFloats = 64 * 1024
+
+    init(_ p: CoreML_Specification_ConvolutionLayerParams, inputCount: Int) throws {
+        guard inputCount == 1 else { throw NNLayerError("takes one input (weights from a second input are not supported), got \(inputCount)") }
+        outputChannels = Int(p.outputChannels)
+        kernelChannels = Int(p.kernelChannels)
+        groups = p.nGroups == 0 ? 1 : Int(p.nGroups)
+        guard outputChannels > 0, kernelChannels > 0 else {
+            throw NNLayerError("outputChannels (\(p.outputChannels)) and kernelChannels (\(p.kernelChannels)) must be positive")
+        }
+        func pair(_ v: [UInt64], _ fallback: Int, _ what: String) throws -> (Int, Int) {
+            if v.isEmpty { return (fallback, fallback) }
+            guard v.count == 2, v[0] > 0, v[1] > 0 else { throw NNLayerError("\(what) must hold two positive values, got \(v)") }
+            return (Int(v[0]), Int(v[1]))
+        }
+        (kh, kw) = try pair(p.kernelSize, 3, "kernelSize")
+        (sh, sw) = try pair(p.stride, 1, "stride")
+        (dh, dw) = try pair(p.dilationFactor, 1, "dilationFactor")
+        deconvolution = p.isDeconvolution
+        guard outputChannels % groups == 0 else { throw NNLayerError("outputChannels \(outputChannels) is not a multiple of nGroups \(groups)") }
+        if deconvolution, kernelChannels % groups != 0 {
+            throw NNLayerError("kernelChannels \(kernelChannels) is not a multiple of nGroups \(groups)")
+        }
+        switch p.convolutionPaddingType {
+        case .same(let s)?:
+            padding = .same(topLeftHeavy: s.asymmetryMode == .topLeftHeavy)
+        case .valid(let v)?:
+            let b = v.paddingAmounts.borderAmounts
+            guard b.isEmpty || b.count == 2 else { throw NNLayerError("valid padding needs 2 border amounts (height, width), got \(b.count)") }
+            padding = b.isEmpty ? .valid(top: 0, bottom: 0, left: 0, right: 0)
+                : .valid(top: Int(b[0].startEdgeSize), bottom: Int(b[0].endEdgeSize), left: Int(b[1].startEdgeSize), right: Int(b[1].endEdgeSize))
+        case nil:
+            padding = .valid(top: 0, bottom: 0, left: 0, right: 0)
+        }
+        if !p.outputShape.isEmpty && deconvolution {
+            guard p.outputShape.count == 2, p.outputShape.allSatisfy({ $0 > 0 }) else {
+                throw NNLayerError("outputShape must hold two positive values (height, width), got \(p.outputShape)")
+            }
+            outputSize = (Int(p.outputShape[0]), Int(p.outputShape[1]))
+        } else {
+            outputSize = nil
+        }
+        let count = deconvolution ? kernelChannels * (outputChannels / groups) * kh * kw : outputChannels * kernelChannels * kh * kw
+        weights = try NNWeights.floats(p.weights, count: count, channels: deconvolution ? kernelChannels : outputChannels, name: "weights")
+        weightForm = NNWeights.form(p.weights)
+        var bias: [Float]?
+        if p.hasBias {
+            bias = try NNWeights.floats(p.bias, count: outputChannels, name: "bias")
+        }
+        post = NNChannelEpilogue(channels: outputChannels, bias: bias)
+        _ = NNGemm.blasThreads
+    }
+
+    func accept(_ op: NNEpilogueOp) -> Bool { post.accept(op) }
+
+    var detail: String {
+        var s = "\(deconvolution ? "deconvolution" : "convolution") \(kh)×\(kw) stride \(sh)×\(sw)"
+        if dh != 1 || dw != 1 { s += " dilation \(dh)×\(dw)" }
+        if groups != 1 { s += " groups \(groups)" }
+        s += ", \(outputChannels) filters, \(weightForm) weights"
+        if !post.names.isEmpty { s += ", then " + post.names.joined(separator: ", ") }
+        return s
+    }
+
+    /// Spatial geometry for one input size: output size and where the kernel window starts
+    /// (convolution: padding before the input; deconvolution: rows/columns cropped from the
+    /// start of the full transposed output).
+    struct Geometry {
+        let outH: Int, outW: Int
+        let offH: Int, offW: Int
+    }
+
+    func geometry(h: Int, w: Int) throws -> Geometry {
+        let kdh = (kh - 1) * dh + 1, kdw = (kw - 1) * dw + 1
+        if deconvolution {
+            let fullH = (h - 1) * sh + kdh, fullW = (w - 1) * sw + kdw
+            switch padding {
+            case .valid(let top, let bottom, let left, let right):
+                let outH = outputSize?.h ?? fullH - top - bottom, outW = outputSize?.w ?? fullW - left - right
+                guard outH > 0, outW > 0 else {
+                    throw NNLayerError("padding \(top)+\(bottom)×\(left)+\(right) crops the whole \(fullH)×\(fullW) deconvolution output")
+                }
+                return Geometry(outH: outH, outW: outW, offH: top, offW: left)
+            case .same(let topLeftHeavy):
+                let outH = outputSize?.h ?? h * sh, outW = outputSize?.w ?? w * sw
+                let th = Swift.max(0, fullH - outH), tw = Swift.max(0, fullW - outW)
+                return Geometry(outH: outH, outW: outW,
+                                offH: topLeftHeavy ? th - th / 2 : th / 2, offW: topLeftHeavy ? tw - tw / 2 : tw / 2)
+            }
+        }
+        switch padding {
+        case .valid(let top, let bottom, let left, let right):
+            guard h + top + bottom >= kdh, w + left + right >= kdw else {
+                throw NNLayerError("the \(kdh)×\(kdw) kernel (dilated) is larger than the padded \(h + top + bottom)×\(w + left + right) input")
+            }
+            return Geometry(outH: (h + top + bottom - kdh) / sh + 1, outW: (w + left + right - kdw) / sw + 1, offH: top, offW: left)
+        case .same(let topLeftHeavy):
+            let outH = (h + sh - 1) / sh, outW = (w + sw - 1) / sw
+            let th = Swift.max(0, (outH - 1) * sh + kdh - h), tw = Swift.max(0, (outW - 1) * sw + kdw - w)
+            return Geometry(outH: outH, outW: outW,
+                            offH: topLeftHeavy ? th - th / 2 : th / 2, offW: topLeftHeavy ? tw - tw / 2 : tw / 2)
+        }
+    }
+
+    var inputChannels: Int { deconvolution ? kernelChannels : kernelChannels * groups }
+
+    func outputShapes(_ inputs: [NNShape]) throws -> [NNShape] {
+        guard inputs.count == 1 else { throw NNLayerError("takes one input, got \(inputs.count)") }
+        let x = inputs[0]
+        guard x.c == inputChannels else {
+            throw NNLayerError("the input has \(x.c) channels; the weights need \(inputChannels) (kernelChannels \(kernelChannels)\(deconvolution ? "" : " × nGroups \(groups)"))")
+        }
+        let g = try geometry(h: x.h, w: x.w)
+        return [NNShape(s: x.s, b: x.b, c: outputChannels, h: g.outH, w: g.outW)]
+    }
+
+    /// Whether the input itself is the `col` matrix (1×1, stride 1, no padding).
+    private var pointwise: Bool {
+        guard !deconvolution, kh == 1, kw == 1, sh == 1, sw == 1 else { return false }
+        if case .valid(0, 0, 0, 0) = padding { return true }
+        if case .same = padding { return true }
+        return false
+    }
+
+    /// Rows of the output image per band, or nil to split output channels instead.
+    private func bandRows(outH: Int, outW: Int, k: Int) -> Int? {
+        guard groups == 1, outH * outW >= 4096 else { return nil }
+        return Swift.max(1, Swift.min(outH, Self.bandFloats / Swift.max(1, k) / outW))
+    }
+
+    func scratchCount(_ inputs: [NNShape]) -> Int {
+        let x = inputs[0]
+        guard let g = try? geometry(h: x.h, w: x.w) else { return 0 }
+        if deconvolution {
+            return NNGemm.slots * (outputChannels / groups) * kh * kw * x.hw
+        }
+        let k = kernelChannels * kh * kw, n = g.outH * g.outW
+        if pointwise && groups == 1 { return 0 }
+        if let rows = bandRows(outH: g.outH, outW: g.outW, k: k) { return NNGemm.slots * k * rows * g.outW }
+        return (groups == 1 ? 1 : NNGemm.slots) * k * n
+    }
+
+    func run(inputs: [NNTensor], outputs: [NNTensor], context: NNRunContext) {
+        let xs = inputs[0].shape, ys = outputs[0].shape
+        let g = try! geometry(h: xs.h, w: xs.w)
+        if deconvolution {
+            runDeconvolution(x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), ys: ys, g: g, context: context)
+        } else {
+            runConvolution(x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), ys: ys, g: g, context: context)
+        }
+    }
+
+    // MARK: Convolution
+
+    private func runConvolution(x: UnsafeMutablePointer<Float>, xs: NNShape, y: UnsafeMutablePointer<Float>, ys: NNShape,
+                                g: Geometry, context: NNRunContext) {
+        let k = kernelChannels * kh * kw, n = g.outH * g.outW
+        let mg = outputChannels / groups
+        weights.withUnsafeBufferPointer { wbuf in
+            let w = wbuf.baseAddress!
+            if groups == 1, let rows = bandRows(outH: g.outH, outW: g.outW, k: k) {
+                // Bands of output rows: each worker builds its band's col in its slot.
+                let bands = (g.outH + rows - 1) / rows
+                let items = xs.images * bands
+                let workers = NNGemm.workers(context, items: items)
+                let slot = k * rows * g.outW
+                NNGemm.run(workers: workers) { worker in
+                    let col = context.scratch + worker * slot
+                    var item = worker
+                    while item < items {
+                        let image = item / bands, band = item % bands
+                        let r0 = band * rows, r1 = Swift.min(g.outH, r0 + rows)
+                        let cols = (r1 - r0) * g.outW
+                        let xi = x + image * xs.chw, yi = y + image * ys.chw + r0 * g.outW
+                        if pointwise {
+                            NNGemm.gemm(m: outputChannels, n: cols, k: k, a: w, lda: k, b: xi + r0 * g.outW, ldb: n, c: yi, ldc: n)
+                        } else {
+                            im2col(xi, xs: xs, channels: 0..<kernelChannels, g: g, rows: r0..<r1, into: col)
+                            NNGemm.gemm(m: outputChannels, n: cols, k: k, a: w, lda: k, b: col, ldb: cols, c: yi, ldc: n)
+                        }
+                        if !post.isEmpty {
+                            for c in 0..<outputChannels { post.apply(yi + c * n, count: cols, channel: c) }
+                        }
+                        item += workers
+                    }
+                }
+            } else if groups == 1 {
+                // Small images: one col per image, output channels split over the workers.
+                let workers = NNGemm.workers(context, items: (outputChannels + 15) / 16)
+                let per = (outputChannels + workers - 1) / workers
+                for image in 0..<xs.images {
+                    let xi = x + image * xs.chw, yi = y + image * ys.chw
+                    let col: UnsafeMutablePointer<Float>
+                    if pointwise {
+                        col = xi
+                    } else {
+                        col = context.scratch
+                        im2col(xi, xs: xs, channels: 0..<kernelChannels, g: g, rows: 0..<g.outH, into: col)
+                    }
+                    NNGemm.run(workers: workers) { worker in
+                        let m0 = worker * per, m1 = Swift.min(outputChannels, m0 + per)
+                        guard m0 < m1 else { return }
+                        NNGemm.gemm(m: m1 - m0, n: n, k: k, a: w + m0 * k, lda: k, b: col, ldb: n, c: yi + m0 * n, ldc: n)
+                        if !post.isEmpty {
+                            for c in m0..<m1 { post.apply(yi + c * n, count: n, channel: c) }
+                        }
+                    }
+                }
+            } else {
+                // Groups: one (image, group) pair per item.
+                let items = xs.images * groups
+                let workers = NNGemm.workers(context, items: items)
+                let slot = k * n
+                NNGemm.run(workers: workers) { worker in
+                    let col = context.scratch + worker * slot
+                    var item = worker
+                    while item < items {
+                        let image = item / groups, group = item % groups
+                        let xi = x + image * xs.chw, yi = y + image * ys.chw + group * mg * n
+                        let c0 = group * kernelChannels
+                        im2col(xi, xs: xs, channels: c0..<(c0 + kernelChannels), g: g, rows: 0..<g.outH, into: col)
+                        NNGemm.gemm(m: mg, n: n, k: k, a: w + group * mg * k, lda: k, b: col, ldb: n, c: yi, ldc: n)
+                        if !post.isEmpty {
+                            for c in 0..<mg { post.apply(yi + c * n, count: n, channel: group * mg + c) }
+                        }
+                        item += workers
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes the im2col rows for input channels `channels` and output rows `rows`:
+    /// row `(c·kH + i)·kW + j`, column `(oh - rows.lowerBound)·Wout + ow` holds
+    /// `x[c, oh·sh - offH + i·dh, ow·sw - offW + j·dw]` (0 outside the input).
+    private func im2col(_ x: UnsafeMutablePointer<Float>, xs: NNShape, channels: Range<Int>, g: Geometry,
+                        rows: Range<Int>, into col: UnsafeMutablePointer<Float>) {
+        let h = xs.h, w = xs.w, outW = g.outW
+        let cols = rows.count * outW
+        var dst = col
+        for c in channels {
+            let plane = x + c * h * w
+            for i in 0..<kh {
+                for j in 0..<kw {
+                    let dx = j * dw - g.offW
+                    // Output columns whose input column lies inside [0, w).
+                    let lo = Swift.min(outW, Swift.max(0, (-dx + sw - 1) / sw))
+                    let hi = Swift.max(lo, Swift.min(outW, (w - 1 - dx) >= 0 ? (w - 1 - dx) / sw + 1 : 0))
+                    for oh in rows {
+                        let row = dst + (oh - rows.lowerBound) * outW
+                        let ih = oh * sh - g.offH + i * dh
+                        if ih < 0 || ih >= h {
+                            row.update(repeating: 0, count: outW)
+                            continue
+                        }
+                        if lo > 0 { row.update(repeating: 0, count: lo) }
+                        let src = plane + ih * w + dx
+                        if sw == 1 {
+                            (row + lo).update(from: src + lo, count: hi - lo)
+                        } else {
+                            for ow in lo..<hi { row[ow] = src[ow * sw] }
+                        }
+                        if hi < outW { (row + hi).update(repeating: 0, count: outW - hi) }
+                    }
+                    dst += cols
+                }
+            }
+        }
+    }
+
+    // MARK: Deconvolution
+
+    private func runDeconvolution(x: UnsafeMutablePointer<Float>, xs: NNShape, y: UnsafeMutablePointer<Float>, ys: NNShape,
+                                  g: Geometry, context: NNRunContext) {
+        let cinG = kernelChannels / groups, coutG = outputChannels / groups
+        let kc = coutG * kh * kw, nIn = xs.hw, nOut = g.outH * g.outW
+        let items = xs.images * groups
+        let workers = NNGemm.workers(context, items: items)
+        let slot = kc * nIn
+        weights.withUnsafeBufferPointer { wbuf in
+            let w = wbuf.baseAddress!
+            NNGemm.run(workers: workers) { worker in
+                let col = context.scratch + worker * slot
+                var item = worker
+                while item < items {
+                    let image = item / groups, group = item % groups
+                    let xi = x + image * xs.chw + group * cinG * nIn
+                    let yi = y + image * ys.chw + group * coutG * nOut
+                    // col[kc, nIn] = W_gᵀ[kc, cinG] · X_g[cinG, nIn]
+                    NNGemm.gemm(m: kc, n: nIn, k: cinG, a: w + group * cinG * kc, lda: kc, transA: true,
+                                b: xi, ldb: nIn, c: col, ldc: nIn)
+                    col2im(col, xs: xs, g: g, coutG: coutG, into: yi)
+                    if !post.isEmpty {
+                        for c in 0..<coutG { post.apply(yi + c * nOut, count: nOut, channel: group * coutG + c) }
+                    }
+                    item += workers
+                }
+            }
+        }
+    }
+
+    /// Scatter-adds `col` (row `(c·kH + i)·kW + j`, column `ih·Win + iw`) into the output at
+    /// `(ih·sh + i·dh - offH, iw·sw + j·dw - offW)`, dropping what falls outside.
+    private func col2im(_ col: UnsafeMutablePointer<Float>, xs: NNShape, g: Geometry, coutG: Int, into y: UnsafeMutablePointer<Float>) {
+        let h = xs.h, w = xs.w, outH = g.outH, outW = g.outW
+        y.update(repeating: 0, count: coutG * outH * outW)
+        var src = UnsafePointer(col)
+        for c in 0..<coutG {
+            let plane = y + c * outH * outW
+            for i in 0..<kh {
+                for j in 0..<kw {
+                    let dx = j * dw - g.offW
+                    // Input columns whose output column lies inside [0, outW).
+                    let lo = Swift.min(w, Swift.max(0, (-dx + sw - 1) / sw))
+                    let hi = Swift.max(lo, Swift.min(w, (outW - 1 - dx) >= 0 ? (outW - 1 - dx) / sw + 1 : 0))
+                    for ih in 0..<h {
+                        let oh = ih * sh + i * dh - g.offH
+                        guard oh >= 0, oh < outH else { continue }
+                        let row = src + ih * w
+                        let out = plane + oh * outW + dx
+                        for iw in lo..<hi { out[iw * sw] += row[iw] }
+                    }
+                    src += h * w
+                }
+            }
+        }
+    }
+}

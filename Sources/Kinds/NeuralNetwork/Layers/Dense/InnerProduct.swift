@@ -1,0 +1,77 @@
+import COpenBLAS
+import CortadoSpec
+
+/// `InnerProductLayerParams`: a fully connected layer, `y[Cout] = W[Cout, Cin] · x[Cin] + b`,
+/// for every `[C, H, W]` image (`C·H·W` must equal `inputChannels`; the output is
+/// `[Cout, 1, 1]`). All `S·B` rows run as one GEMM, `Y[rows, Cout] = X[rows, Cin] · Wᵀ`
+/// (split into one block of rows per worker when several threads are allowed); a single row
+/// is an sgemv, split over the output channels when the matrix is large (4M+ weights). Weights keep the spec's `[Cout, Cin]` layout.
+final class InnerProductLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable {
+    let inputChannels: Int
+    let outputChannels: Int
+    let weights: [Float]
+    let weightForm: String
+    private(set) var post: NNChannelEpilogue
+
+    init(_ p: CoreML_Specification_InnerProductLayerParams) throws {
+        guard !p.int8DynamicQuantize else {
+            throw NNLayerError("int8DynamicQuantize is not supported yet (store the weights as float, float16 or quantized rawValue instead)")
+        }
+        inputChannels = Int(p.inputChannels)
+        outputChannels = Int(p.outputChannels)
+        guard inputChannels > 0, outputChannels > 0 else {
+            throw NNLayerError("inputChannels (\(p.inputChannels)) and outputChannels (\(p.outputChannels)) must be positive")
+        }
+        weights = try NNWeights.floats(p.weights, count: inputChannels * outputChannels, channels: outputChannels, name: "weights")
+        weightForm = NNWeights.form(p.weights)
+        let bias = p.hasBias ? try NNWeights.floats(p.bias, count: outputChannels, name: "bias") : nil
+        post = NNChannelEpilogue(channels: outputChannels, bias: bias)
+        _ = NNGemm.blasThreads
+    }
+
+    func accept(_ op: NNEpilogueOp) -> Bool { post.accept(op) }
+
+    var detail: String {
+        var s = "\(inputChannels) → \(outputChannels), \(weightForm) weights"
+        if !post.names.isEmpty { s += ", then " + post.names.joined(separator: ", ") }
+        return s
+    }
+
+    func outputShapes(_ inputs: [NNShape]) throws -> [NNShape] {
+        guard inputs.count == 1 else { throw NNLayerError("takes one input, got \(inputs.count)") }
+        let x = inputs[0]
+        guard x.chw == inputChannels else {
+            throw NNLayerError("the input has C·H·W = \(x.chw) values per image; inputChannels is \(inputChannels)")
+        }
+        return [NNShape(s: x.s, b: x.b, c: outputChannels)]
+    }
+
+    func run(inputs: [NNTensor], outputs: [NNTensor], context: NNRunContext) {
+        let x = context.pointer(inputs[0]), y = context.pointer(outputs[0])
+        let rows = inputs[0].shape.images
+        let k = inputChannels, n = outputChannels
+        weights.withUnsafeBufferPointer { wbuf in
+            let w = wbuf.baseAddress!
+            if rows == 1 {
+                // GEMV, output channels split over the workers when the matrix is large.
+                let workers = k * n >= 1 << 20 ? NNGemm.workers(context, items: (n + 63) / 64) : 1
+                let per = (n + workers - 1) / workers
+                NNGemm.run(workers: workers) { worker in
+                    let m0 = worker * per, m1 = Swift.min(n, m0 + per)
+                    guard m0 < m1 else { return }
+                    cblas_sgemv(CblasRowMajor, CblasNoTrans, blasint(m1 - m0), blasint(k), 1, w + m0 * k, blasint(k), x, 1, 0, y + m0, 1)
+                }
+                post.applyRows(y, rows: 1)
+                return
+            }
+            let workers = rows * n * k >= 1 << 20 ? NNGemm.workers(context, items: (rows + 7) / 8) : 1
+            let per = (rows + workers - 1) / workers
+            NNGemm.run(workers: workers) { worker in
+                let r0 = worker * per, r1 = Swift.min(rows, r0 + per)
+                guard r0 < r1 else { return }
+                NNGemm.gemm(m: r1 - r0, n: n, k: k, a: x + r0 * k, lda: k, b: w, ldb: k, transB: true, c: y + r0 * n, ldc: n)
+                post.applyRows(y + r0 * n, rows: r1 - r0)
+            }
+        }
+    }
+}

@@ -1,0 +1,162 @@
+import COpenBLAS
+import Dispatch
+import Foundation
+
+/// OpenBLAS set-up and the work splitting the GEMM layers share.
+///
+/// By default every `cblas_sgemm` call runs on one OpenBLAS thread and the layers split their
+/// work across `NNRunContext.threads` themselves (row bands of the output image, or blocks of
+/// output channels), each worker with its own slot of scratch space: on this 2-core machine
+/// that beat OpenBLAS's own threading (see bench/README.md). `CORTADO_BLAS_THREADS=n` (n > 1)
+/// switches to OpenBLAS threading instead: one GEMM call per layer and image, n BLAS threads.
+enum NNGemm {
+    /// BLAS threads per call (1 unless `CORTADO_BLAS_THREADS` asks for more); set once.
+    static let blasThreads: Int = {
+        let n = ProcessInfo.processInfo.environment["CORTADO_BLAS_THREADS"].flatMap(Int.init) ?? 1
+        let threads = Swift.max(1, n)
+        openblas_set_num_threads(Int32(threads))
+        return threads
+    }()
+
+    /// Scratch slots a layer reserves: one per worker it may run. Read once: Foundation's
+    /// `activeProcessorCount` opens cgroup files in /sys on every call.
+    static let slots: Int = blasThreads > 1 ? 1 : Swift.max(1, ProcessInfo.processInfo.activeProcessorCount)
+
+    /// Workers to use for `items` independent pieces of work.
+    @inline(__always) static func workers(_ context: NNRunContext, items: Int) -> Int {
+        blasThreads > 1 ? 1 : Swift.max(1, Swift.min(context.threads, slots, items))
+    }
+
+    /// Runs `body(worker)` for `worker` in `0..<workers`, on the calling thread plus Dispatch
+    /// workers (the calling thread alone when `workers` is 1).
+    static func run(workers: Int, _ body: (Int) -> Void) {
+        if workers <= 1 { body(0); return }
+        withoutActuallyEscaping(body) { body in
+            let unchecked = WorkerBody(body: body)
+            DispatchQueue.concurrentPerform(iterations: workers) { unchecked.body($0) }
+        }
+    }
+
+    /// Row-major `C[m×n] = A[m×k] · B[k×n]` (`beta` 0) with leading dimensions.
+    @inline(__always) static func gemm(m: Int, n: Int, k: Int,
+                                       a: UnsafePointer<Float>, lda: Int, transA: Bool = false,
+                                       b: UnsafePointer<Float>, ldb: Int, transB: Bool = false,
+                                       c: UnsafeMutablePointer<Float>, ldc: Int) {
+        cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+                    blasint(m), blasint(n), blasint(k), 1, a, blasint(lda), b, blasint(ldb), 0, c, blasint(ldc))
+    }
+}
+
+/// A worker body handed to Dispatch; workers touch disjoint memory.
+private struct WorkerBody: @unchecked Sendable {
+    let body: (Int) -> Void
+}
+
+/// Element-wise steps a GEMM layer applies per output channel right after its GEMM: its own
+/// bias, then the batch norms, scales, biases and activations the graph folded into it.
+/// Consecutive affine steps are composed into one `x * scale[c] + shift[c]` at load.
+struct NNChannelEpilogue: Sendable {
+    enum Step: Sendable {
+        /// Full-length (C) arrays; a nil scale means 1.
+        case affine(scale: [Float]?, shift: [Float])
+        case activation(NNActivation)
+    }
+
+    let channels: Int
+    private(set) var steps: [Step] = []
+    /// Layer names folded in, for `detail`.
+    private(set) var names: [String] = []
+
+    init(channels: Int, bias: [Float]?) {
+        self.channels = channels
+        if let bias { steps.append(.affine(scale: nil, shift: bias)) }
+    }
+
+    var isEmpty: Bool { steps.isEmpty }
+
+    /// Adds a folded step; false when it does not fit the channel count.
+    mutating func accept(_ op: NNEpilogueOp) -> Bool {
+        guard op.fits(channels: channels) else { return false }
+        func full(_ a: [Float]) -> [Float] { a.count == channels ? a : [Float](repeating: a[0], count: channels) }
+        switch op {
+        case .affine(let scale, let shift):
+            let s = scale.map(full)
+            let t = shift.map(full) ?? [Float](repeating: 0, count: channels)
+            if case .affine(let s0, let t0)? = steps.last {
+                // (x * s0 + t0) * s + t
+                let scale: [Float]? = s.map { s in s0.map { s0 in zip(s0, s).map { $0 * $1 } } ?? s } ?? s0
+                let shift = (0..<channels).map { c in t0[c] * (s?[c] ?? 1) + t[c] }
+                steps[steps.count - 1] = .affine(scale: scale, shift: shift)
+            } else {
+                steps.append(.affine(scale: s, shift: t))
+            }
+            names.append("affine")
+        case .activation(let a):
+            steps.append(.activation(a))
+            names.append(a.description)
+        }
+        return true
+    }
+
+    /// Applies every step to `count` contiguous values of channel `c`.
+    @inline(__always) func apply(_ p: UnsafeMutablePointer<Float>, count: Int, channel c: Int) {
+        var i = 0
+        while i < steps.count {
+            if case .affine(let scale, let shift) = steps[i] {
+                let s = scale?[c] ?? 1, t = shift[c]
+                // Affine followed by (leaky) ReLU: one pass.
+                if i + 1 < steps.count, case .activation(let a) = steps[i + 1] {
+                    switch a {
+                    case .relu:
+                        for j in 0..<count { p[j] = Swift.max(p[j] * s + t, 0) }
+                        i += 2; continue
+                    case .leakyRelu(let alpha):
+                        for j in 0..<count { let x = p[j] * s + t; p[j] = x >= 0 ? x : alpha * x }
+                        i += 2; continue
+                    default: break
+                    }
+                }
+                if scale == nil {
+                    for j in 0..<count { p[j] += t }
+                } else {
+                    for j in 0..<count { p[j] = p[j] * s + t }
+                }
+            } else if case .activation(let a) = steps[i] {
+                a.apply(p, count: count, channel: c)
+            }
+            i += 1
+        }
+    }
+
+    /// Applies every step to `rows` rows of `channels` values (channel fastest), as an inner
+    /// product writes them.
+    func applyRows(_ p: UnsafeMutablePointer<Float>, rows: Int) {
+        for step in steps {
+            switch step {
+            case .affine(let scale, let shift):
+                shift.withUnsafeBufferPointer { t in
+                    if let scale {
+                        scale.withUnsafeBufferPointer { s in
+                            for r in 0..<rows {
+                                let y = p + r * channels
+                                for c in 0..<channels { y[c] = y[c] * s[c] + t[c] }
+                            }
+                        }
+                    } else {
+                        for r in 0..<rows {
+                            let y = p + r * channels
+                            for c in 0..<channels { y[c] += t[c] }
+                        }
+                    }
+                }
+            case .activation(let a):
+                switch a {
+                case .prelu, .parametricSoftplus:
+                    for r in 0..<rows { for c in 0..<channels { a.apply(p + r * channels + c, count: 1, channel: c) } }
+                default:
+                    a.apply(p, count: rows * channels, channel: 0)
+                }
+            }
+        }
+    }
+}

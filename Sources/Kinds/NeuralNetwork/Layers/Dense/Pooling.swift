@@ -1,0 +1,142 @@
+import CortadoSpec
+
+/// `PoolingLayerParams`: max, average or L2 (`sqrt(Σx²)`) pooling over windows of each
+/// `[H, W]` plane, or over the whole plane (`globalPooling`, output 1×1).
+///
+/// Padding: valid (explicit border amounts), same (both asymmetry modes, as convolution) or
+/// `includeLastPixel` (Caffe's ceil mode: symmetric amounts, `Hout = ceil((H + 2p - k) / s) + 1`,
+/// less one when the last window would start past `H + p`). Padded positions never win a max
+/// and add nothing to a sum; an average divides by the window's positions inside the input
+/// (`avgPoolExcludePadding`) or inside the padded input (windows that run past the padded
+/// input, which only `includeLastPixel` allows, are clipped).
+final class PoolingLayer: NNLayer, @unchecked Sendable {
+    enum Kind { case max, average, l2 }
+    enum Padding {
+        case valid(top: Int, bottom: Int, left: Int, right: Int)
+        case same(topLeftHeavy: Bool)
+        case includeLastPixel(h: Int, w: Int)
+    }
+
+    let kind: Kind
+    let kh: Int, kw: Int, sh: Int, sw: Int
+    let padding: Padding
+    let global: Bool
+    let excludePadding: Bool
+
+    init(_ p: CoreML_Specification_PoolingLayerParams) throws {
+        switch p.type {
+        case .max: kind = .max
+        case .average: kind = .average
+        case .l2: kind = .l2
+        case .UNRECOGNIZED(let v): throw NNLayerError("unknown pooling type \(v)")
+        }
+        func pair(_ v: [UInt64], _ fallback: Int, _ what: String) throws -> (Int, Int) {
+            if v.isEmpty { return (fallback, fallback) }
+            guard v.count == 2, v[0] > 0, v[1] > 0 else { throw NNLayerError("\(what) must hold two positive values, got \(v)") }
+            return (Int(v[0]), Int(v[1]))
+        }
+        global = p.globalPooling
+        (kh, kw) = try pair(p.kernelSize, 3, "kernelSize")
+        (sh, sw) = try pair(p.stride, 1, "stride")
+        excludePadding = p.avgPoolExcludePadding
+        switch p.poolingPaddingType {
+        case .same(let s)?:
+            padding = .same(topLeftHeavy: s.asymmetryMode == .topLeftHeavy)
+        case .valid(let v)?:
+            let b = v.paddingAmounts.borderAmounts
+            guard b.isEmpty || b.count == 2 else { throw NNLayerError("valid padding needs 2 border amounts (height, width), got \(b.count)") }
+            padding = b.isEmpty ? .valid(top: 0, bottom: 0, left: 0, right: 0)
+                : .valid(top: Int(b[0].startEdgeSize), bottom: Int(b[0].endEdgeSize), left: Int(b[1].startEdgeSize), right: Int(b[1].endEdgeSize))
+        case .includeLastPixel(let v)?:
+            let a = v.paddingAmounts
+            guard a.isEmpty || a.count == 2 else { throw NNLayerError("includeLastPixel padding needs 2 amounts (height, width), got \(a.count)") }
+            padding = .includeLastPixel(h: a.isEmpty ? 0 : Int(a[0]), w: a.isEmpty ? 0 : Int(a[1]))
+        case nil:
+            padding = .valid(top: 0, bottom: 0, left: 0, right: 0)
+        }
+    }
+
+    var detail: String {
+        let name = kind == .max ? "max" : kind == .average ? (excludePadding ? "average (padding excluded)" : "average") : "L2"
+        return global ? "global \(name)" : "\(name) \(kh)×\(kw) stride \(sh)×\(sw)"
+    }
+
+    /// Output size and padding for one input size. `padEnd` bounds the padded input.
+    struct Geometry { let outH: Int, outW: Int, top: Int, left: Int, bottom: Int, right: Int }
+
+    func geometry(h: Int, w: Int) throws -> Geometry {
+        if global { return Geometry(outH: 1, outW: 1, top: 0, left: 0, bottom: 0, right: 0) }
+        switch padding {
+        case .valid(let top, let bottom, let left, let right):
+            guard h + top + bottom >= kh, w + left + right >= kw else {
+                throw NNLayerError("the \(kh)×\(kw) window is larger than the padded \(h + top + bottom)×\(w + left + right) input")
+            }
+            return Geometry(outH: (h + top + bottom - kh) / sh + 1, outW: (w + left + right - kw) / sw + 1,
+                            top: top, left: left, bottom: bottom, right: right)
+        case .same(let topLeftHeavy):
+            let outH = (h + sh - 1) / sh, outW = (w + sw - 1) / sw
+            let th = Swift.max(0, (outH - 1) * sh + kh - h), tw = Swift.max(0, (outW - 1) * sw + kw - w)
+            let top = topLeftHeavy ? th - th / 2 : th / 2, left = topLeftHeavy ? tw - tw / 2 : tw / 2
+            return Geometry(outH: outH, outW: outW, top: top, left: left, bottom: th - top, right: tw - left)
+        case .includeLastPixel(let ph, let pw):
+            guard h + 2 * ph >= kh, w + 2 * pw >= kw else {
+                throw NNLayerError("the \(kh)×\(kw) window is larger than the padded \(h + 2 * ph)×\(w + 2 * pw) input")
+            }
+            var outH = (h + 2 * ph - kh + sh - 1) / sh + 1, outW = (w + 2 * pw - kw + sw - 1) / sw + 1
+            if (outH - 1) * sh >= h + ph { outH -= 1 }
+            if (outW - 1) * sw >= w + pw { outW -= 1 }
+            return Geometry(outH: outH, outW: outW, top: ph, left: pw, bottom: ph, right: pw)
+        }
+    }
+
+    func outputShapes(_ inputs: [NNShape]) throws -> [NNShape] {
+        guard inputs.count == 1 else { throw NNLayerError("takes one input, got \(inputs.count)") }
+        let x = inputs[0]
+        let g = try geometry(h: x.h, w: x.w)
+        return [NNShape(s: x.s, b: x.b, c: x.c, h: g.outH, w: g.outW)]
+    }
+
+    func run(inputs: [NNTensor], outputs: [NNTensor], context: NNRunContext) {
+        let x = context.pointer(inputs[0]), y = context.pointer(outputs[0])
+        let xs = inputs[0].shape
+        let h = xs.h, w = xs.w
+        let g = try! geometry(h: h, w: w)
+        let kh = global ? h : self.kh, kw = global ? w : self.kw
+        let sh = global ? 1 : self.sh, sw = global ? 1 : self.sw
+        let outPlane = g.outH * g.outW
+        let kind = kind, excludePadding = excludePadding
+        context.parallelFor(xs.images * xs.c, costPerItem: outPlane * kh * kw) { range in
+            for plane in range {
+                let src = x + plane * h * w, dst = y + plane * outPlane
+                for oh in 0..<g.outH {
+                    let hs = oh * sh - g.top
+                    let h0 = Swift.max(hs, 0), h1 = Swift.min(hs + kh, h)
+                    let padH = Swift.min(hs + kh, h + g.bottom) - hs
+                    for ow in 0..<g.outW {
+                        let ws = ow * sw - g.left
+                        let w0 = Swift.max(ws, 0), w1 = Swift.min(ws + kw, w)
+                        var out: Float = 0
+                        if h0 < h1 && w0 < w1 {
+                            switch kind {
+                            case .max:
+                                var m = -Float.infinity
+                                for i in h0..<h1 { let r = src + i * w; for j in w0..<w1 { m = Swift.max(m, r[j]) } }
+                                out = m
+                            case .average:
+                                var s: Float = 0
+                                for i in h0..<h1 { let r = src + i * w; for j in w0..<w1 { s += r[j] } }
+                                let n = excludePadding ? (h1 - h0) * (w1 - w0) : padH * (Swift.min(ws + kw, w + g.right) - ws)
+                                out = s / Float(n)
+                            case .l2:
+                                var s: Float = 0
+                                for i in h0..<h1 { let r = src + i * w; for j in w0..<w1 { s += r[j] * r[j] } }
+                                out = s.squareRoot()
+                            }
+                        }
+                        dst[oh * g.outW + ow] = out
+                    }
+                }
+            }
+        }
+    }
+}

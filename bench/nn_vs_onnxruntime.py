@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""Neural networks, Cortado vs onnxruntime, side by side in one run (same weights, same threads).
+
+Cases:
+- Tiny YOLO v2 (VOC): 3×416×416 → 125×13×13, 6.97 GFLOP, fixed random weights (the builders of
+  Tests/NeuralNetwork/test_tiny_yolo.py), batch 1: median latency and single-stream throughput.
+- MLP 784-512-512-10 with ReLU: batch 1 and batch 256.
+
+Cortado is timed with `cortado report MODEL --input ROWS --threads T --batch B --json` (the
+public MLModel.prediction / predictions(fromBatch:) path, JSON decoding excluded); onnxruntime
+with `InferenceSession.run` on float32 arrays, `intra_op_num_threads = T`,
+`inter_op_num_threads = 1`, default graph optimizations. Each engine: `--repeat` rounds of
+`--iterations` timed runs (after warm-up), the median of the round medians is reported.
+Outputs are compared once (Tiny YOLO: 1e-3 of the output's scale; MLP: 1e-4 relative).
+
+Also printed: Cortado's GFLOP/s on the Tiny YOLO convolutions (each 3×3/1×1 convolution of
+the network timed alone as a one-layer model; and the whole network's FLOPs over its latency),
+against a 2048³ sgemm in the same OpenBLAS library Cortado links (Debian's libopenblas,
+called through ctypes) and in numpy's bundled OpenBLAS; Tiny YOLO load time and peak RSS
+(Cortado: `cortado report`; onnxruntime: session creation, and the peak RSS (VmHWM) of a child Python
+process that imports onnxruntime, loads the model and runs once).
+
+Usage: .venv/bin/python bench/nn_vs_onnxruntime.py [--bin .build/release] [--threads 1 2]
+"""
+import argparse
+import ctypes
+import ctypes.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import common  # noqa: E402  (pins numpy's own BLAS to one thread before numpy loads)
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.join(common.ROOT, "Tests", "NeuralNetwork"))
+
+TINY_YOLO_CONVS = [  # (cin, cout, k, input h = w)
+    (3, 16, 3, 416), (16, 32, 3, 208), (32, 64, 3, 104), (64, 128, 3, 52), (128, 256, 3, 26),
+    (256, 512, 3, 13), (512, 1024, 3, 13), (1024, 1024, 3, 13), (1024, 125, 1, 13),
+]
+
+
+def conv_flops(cin, cout, k, hw):
+    return 2 * cin * cout * k * k * hw * hw
+
+
+TINY_YOLO_FLOPS = sum(conv_flops(*c) for c in TINY_YOLO_CONVS)
+
+
+def resolve_cortado(path):
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    exe = os.path.join(folder, "cortado")
+    if not os.access(exe, os.X_OK):
+        sys.exit(f"no cortado executable at {exe}; build it with: swift build -c release --product cortado")
+    return exe
+
+
+def write_rows(path, name, arrays):
+    with open(path, "w") as f:
+        for a in arrays:
+            a = np.asarray(a, dtype=np.float64)
+            f.write(json.dumps({name: {"shape": list(a.shape), "dataType": "DOUBLE", "data": a.reshape(-1).tolist()}}) + "\n")
+
+
+def cortado_report(exe, model, rows, threads, batch, iterations, warmup):
+    cmd = [exe, "report", model, "--input", rows, "--threads", str(threads), "--batch", str(batch),
+           "--iterations", str(iterations), "--warmup", str(warmup), "--json"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"cortado report failed ({done.returncode}): {done.stderr.strip()}")
+    return json.loads(done.stdout)
+
+
+def cortado_predict(exe, model, rows):
+    done = subprocess.run([exe, "predict", model, "--input", rows], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"cortado predict failed: {done.stderr.strip()}")
+    return [json.loads(l) for l in done.stdout.splitlines() if l.strip()]
+
+
+def ort_session(model_bytes, threads):
+    import onnxruntime as ort
+    o = ort.SessionOptions()
+    o.intra_op_num_threads = threads
+    o.inter_op_num_threads = 1
+    return ort.InferenceSession(model_bytes, o, providers=["CPUExecutionProvider"])
+
+
+def time_ort(session, feeds, iterations, warmup):
+    for _ in range(warmup):
+        session.run(None, feeds)
+    times = []
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        session.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def median_of(fn, repeat):
+    return float(np.median([fn() for _ in range(repeat)]))
+
+
+# Peak RSS as VmHWM: ru_maxrss survives exec and would report this (larger) parent's peak.
+HWM = "int([l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]) * 1024"
+
+ORT_RSS_CHILD = """
+import sys, time, numpy as np, onnxruntime as ort
+o = ort.SessionOptions(); o.intra_op_num_threads = int(sys.argv[2]); o.inter_op_num_threads = 1
+t0 = time.perf_counter()
+s = ort.InferenceSession(sys.argv[1], o, providers=["CPUExecutionProvider"])
+load = time.perf_counter() - t0
+s.run(None, {"image": np.zeros((1, 3, 416, 416), np.float32)})
+print(load, """ + HWM + """)
+"""
+
+PYTHON_BASELINE_CHILD = """
+import numpy as np, onnxruntime as ort
+print(""" + HWM + """)
+"""
+
+
+def sgemm_gflops(n, threads, repeat=5):
+    """2048³ sgemm GFLOP/s in Debian's libopenblas (what Cortado links) and in numpy."""
+    out = {}
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    b = np.random.default_rng(1).standard_normal((n, n), dtype=np.float32)
+    c = np.zeros((n, n), np.float32)
+    path = None
+    for candidate in ("/usr/lib/x86_64-linux-gnu/libopenblas.so.0", ctypes.util.find_library("openblas")):
+        if candidate and os.path.exists(candidate):
+            path = candidate
+            break
+    if path:
+        lib = ctypes.CDLL(path)
+        lib.openblas_set_num_threads(ctypes.c_int(threads))
+        f = lib.cblas_sgemm
+        f.argtypes = [ctypes.c_int] * 6 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                           ctypes.c_float, ctypes.c_void_p, ctypes.c_int]
+        call = lambda: f(101, 111, 111, n, n, n, 1.0, a.ctypes.data, n, b.ctypes.data, n, 0.0, c.ctypes.data, n)
+        call()
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter(); call(); times.append(time.perf_counter() - t0)
+        out["debian_openblas"] = 2 * n ** 3 / float(np.median(times)) / 1e9
+        assert np.allclose(c[:4, :4], (a[:4] @ b[:, :4]), rtol=1e-3, atol=1e-2)
+    try:
+        from threadpoolctl import threadpool_limits
+        limit = threadpool_limits(limits=threads, user_api="blas")
+    except ImportError:
+        limit = None
+    a @ b
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter(); a @ b; times.append(time.perf_counter() - t0)
+    out["numpy"] = 2 * n ** 3 / float(np.median(times)) / 1e9
+    out["numpy_threads"] = threads if limit is not None else 1
+    if limit is not None:
+        limit.restore_original_limits()
+    return out
+
+
+def mlp_models(seed=0):
+    from coremltools.models import datatypes
+    from coremltools.models.neural_network import NeuralNetworkBuilder
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    r = np.random.default_rng(seed)
+    sizes = [784, 512, 512, 10]
+    ws = [(r.standard_normal((o, i)) * np.sqrt(2 / i)).astype(np.float32) for i, o in zip(sizes, sizes[1:])]
+    bs = [(r.standard_normal(o) * 0.1).astype(np.float32) for o in sizes[1:]]
+    b = NeuralNetworkBuilder([("x", datatypes.Array(784))], [("y", datatypes.Array(10))])
+    blob = "x"
+    nodes, inits = [], []
+    oblob = "x"
+    for k, (w, bias) in enumerate(zip(ws, bs)):
+        last = k == len(ws) - 1
+        b.add_inner_product(f"fc{k}", W=w, b=bias, input_channels=w.shape[1], output_channels=w.shape[0], has_bias=True,
+                            input_name=blob, output_name="y" if last else f"h{k}")
+        inits += [numpy_helper.from_array(w, f"w{k}"), numpy_helper.from_array(bias, f"b{k}")]
+        nodes.append(helper.make_node("Gemm", [oblob, f"w{k}", f"b{k}"], ["y" if last else f"g{k}"], transB=1))
+        if not last:
+            b.add_activation(f"relu{k}", "RELU", f"h{k}", f"r{k}")
+            nodes.append(helper.make_node("Relu", [f"g{k}"], [f"r{k}"]))
+            blob = oblob = f"r{k}"
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 784])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return b, model
+
+
+def conv_only_model(cin, cout, k, hw, seed):
+    from coremltools.models import datatypes
+    from coremltools.models.neural_network import NeuralNetworkBuilder
+    r = np.random.default_rng(seed)
+    w = (r.standard_normal((cout, cin, k, k)) * np.sqrt(2 / (cin * k * k))).astype(np.float32)
+    b = NeuralNetworkBuilder([("x", datatypes.Array(cin, hw, hw))], [("y", datatypes.Array(cout, hw, hw))])
+    b.add_convolution("conv", cin, cout, k, k, 1, 1, "same", 1, W=w.transpose(2, 3, 1, 0), b=None, has_bias=False,
+                      input_name="x", output_name="y")
+    return b
+
+
+def save(spec, path):
+    with open(path, "wb") as f:
+        f.write(spec.SerializeToString(deterministic=True))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bin", default=common.DEFAULT_BIN, help="build folder holding cortado (default .build/release), or an executable in it")
+    p.add_argument("--threads", type=int, nargs="+", default=sorted({1, os.cpu_count() or 1}),
+                   help="thread counts to compare at (default: 1 and all cores)")
+    p.add_argument("--repeat", type=int, default=5, help="rounds per engine and case (median of round medians)")
+    p.add_argument("--iterations", type=int, default=20, help="timed runs per round (Tiny YOLO; the MLP runs 10× more)")
+    p.add_argument("--no-layers", action="store_true", help="skip timing each Tiny YOLO convolution alone")
+    p.add_argument("--keep", help="folder to keep the models and rows in")
+    p.add_argument("--summary", help="write the results as JSON here (bench/run_all.py reads it)")
+    a = p.parse_args()
+    exe = resolve_cortado(a.bin)
+    common.quiet_coremltools()
+    from test_tiny_yolo import INPUT, build_coreml, build_onnx, tiny_yolo_weights
+
+    work = a.keep or tempfile.mkdtemp(prefix="cortado-nn-")
+    os.makedirs(work, exist_ok=True)
+    weights = tiny_yolo_weights(0)
+    yolo_path = os.path.join(work, "tiny_yolo.mlmodel")
+    save(build_coreml(weights).spec, yolo_path)
+    yolo_onnx = build_onnx(weights).SerializeToString()
+    yolo_onnx_path = os.path.join(work, "tiny_yolo.onnx")
+    with open(yolo_onnx_path, "wb") as f:
+        f.write(yolo_onnx)
+    image = np.random.default_rng(1).uniform(0, 1, size=(1, *INPUT)).astype(np.float32)
+    yolo_rows = os.path.join(work, "tiny_yolo_rows.jsonl")
+    write_rows(yolo_rows, "image", [image[0]])
+
+    mlp_coreml, mlp_onnx = mlp_models()
+    mlp_path = os.path.join(work, "mlp.mlmodel")
+    save(mlp_coreml.spec, mlp_path)
+    mlp_x = np.random.default_rng(2).standard_normal((256, 784)).astype(np.float32)
+    mlp_rows = os.path.join(work, "mlp_rows.jsonl")
+    write_rows(mlp_rows, "x", mlp_x)
+
+    # Agreement, once.
+    got = np.asarray(cortado_predict(exe, yolo_path, yolo_rows)[0]["grid"]["data"]).reshape(125, 13, 13)
+    ref = ort_session(yolo_onnx, 1).run(None, {"image": image})[0][0]
+    yolo_err = float(np.abs(got - ref).max() / np.abs(ref).max())
+    got = np.stack([np.asarray(o["y"]["data"]) for o in cortado_predict(exe, mlp_path, mlp_rows)])
+    ref = ort_session(mlp_onnx.SerializeToString(), 1).run(None, {"x": mlp_x})[0]
+    mlp_err = float((np.abs(got - ref) / np.maximum(1, np.abs(ref))).max())
+    agree = yolo_err <= 1e-3 and mlp_err <= 1e-4
+    print(f"agreement: Tiny YOLO max|diff|/max|out| {yolo_err:.2g} (limit 1e-3); MLP max rel {mlp_err:.2g} (limit 1e-4)")
+
+    results = []
+    it = a.iterations
+    for t in a.threads:
+        # Tiny YOLO, batch 1.
+        reports = [cortado_report(exe, yolo_path, yolo_rows, t, 1, it, 3) for _ in range(a.repeat)]
+        c_lat = float(np.median([r["medianSeconds"] for r in reports]))
+        s = ort_session(yolo_onnx, t)
+        o_lat = median_of(lambda: time_ort(s, {"image": image}, it, 3), a.repeat)
+        results.append(dict(case="Tiny YOLO batch 1", threads=t, rows=1, cortado_seconds=c_lat, ort_seconds=o_lat,
+                            load_seconds=float(np.median([r["loadSeconds"] for r in reports])),
+                            peak_rss=int(np.median([r["peakRSSBytes"] for r in reports]))))
+        # MLP, batch 1 and 256.
+        ms = ort_session(mlp_onnx.SerializeToString(), t)
+        for batch in (1, 256):
+            iters = it * 10 if batch == 1 else it * 2
+            reports = [cortado_report(exe, mlp_path, mlp_rows, t, batch, iters, 20) for _ in range(a.repeat)]
+            c_lat = float(np.median([r["medianSeconds"] for r in reports]))
+            feeds = {"x": mlp_x[:batch]}
+            o_lat = median_of(lambda: time_ort(ms, feeds, iters, 20), a.repeat)
+            results.append(dict(case=f"MLP 784-512-512-10 batch {batch}", threads=t, rows=batch,
+                                cortado_seconds=c_lat, ort_seconds=o_lat))
+
+    print()
+    print(f"{'case':<30} {'thr':>3} {'cortado ms':>11} {'ort ms':>9} {'cortado rows/s':>15} {'ort rows/s':>12} {'speed ratio':>12}")
+    for r in results:
+        print(f"{r['case']:<30} {r['threads']:>3} {r['cortado_seconds'] * 1e3:>11.3f} {r['ort_seconds'] * 1e3:>9.3f} "
+              f"{r['rows'] / r['cortado_seconds']:>15,.1f} {r['rows'] / r['ort_seconds']:>12,.1f} "
+              f"{r['ort_seconds'] / r['cortado_seconds']:>11.2f}x")
+    print("speed ratio = onnxruntime time ÷ Cortado time (above 1: Cortado is faster). Latency = median per call;")
+    print("rows/s = rows per call ÷ median latency (one stream).")
+
+    # GFLOP/s.
+    print()
+    tmax = max(a.threads)
+    for r in results:
+        if r["case"].startswith("Tiny YOLO"):
+            print(f"Tiny YOLO whole network, {r['threads']} thread(s): {TINY_YOLO_FLOPS / 1e9:.2f} GFLOP in "
+                  f"{r['cortado_seconds'] * 1e3:.1f} ms = {TINY_YOLO_FLOPS / r['cortado_seconds'] / 1e9:.1f} GFLOP/s (Cortado), "
+                  f"{TINY_YOLO_FLOPS / r['ort_seconds'] / 1e9:.1f} GFLOP/s (onnxruntime)")
+    layer_rows = []
+    if not a.no_layers:
+        for t in a.threads:
+            total_time = 0.0
+            for i, (cin, cout, k, hw) in enumerate(TINY_YOLO_CONVS):
+                path = os.path.join(work, f"conv{i}.mlmodel")
+                save(conv_only_model(cin, cout, k, hw, i).spec, path)
+                rows = os.path.join(work, f"conv{i}_rows.jsonl")
+                if not os.path.exists(rows):
+                    write_rows(rows, "x", [np.random.default_rng(i).standard_normal((cin, hw, hw))])
+                secs = float(np.median([cortado_report(exe, path, rows, t, 1, max(5, it // 2), 2)["medianSeconds"]
+                                        for _ in range(max(1, a.repeat // 2))]))
+                total_time += secs
+                layer_rows.append(dict(threads=t, layer=i, shape=f"{cin}->{cout} {k}x{k} @{hw}x{hw}",
+                                       gflop=conv_flops(cin, cout, k, hw) / 1e9, seconds=secs))
+            layer_rows.append(dict(threads=t, layer="all", shape="sum of the nine", gflop=TINY_YOLO_FLOPS / 1e9, seconds=total_time))
+        print(f"{'conv alone':<28} {'thr':>3} {'GFLOP':>7} {'ms':>8} {'GFLOP/s':>8}")
+        for l in layer_rows:
+            print(f"{str(l['layer']) + ' ' + l['shape']:<28} {l['threads']:>3} {l['gflop']:>7.3f} {l['seconds'] * 1e3:>8.2f} "
+                  f"{l['gflop'] / l['seconds']:>8.1f}")
+        print("(each convolution as a one-layer model through `cortado report`: includes copying the input in and the output out)")
+    gemm = {t: sgemm_gflops(2048, t) for t in a.threads}
+    for t, g in gemm.items():
+        print(f"2048³ sgemm, {t} thread(s): Debian libopenblas (Cortado's) {g.get('debian_openblas', float('nan')):.1f} GFLOP/s, "
+              f"numpy's OpenBLAS {g['numpy']:.1f} GFLOP/s ({g['numpy_threads']} thread(s))")
+
+    # Load time and memory.
+    child = subprocess.run([sys.executable, "-c", ORT_RSS_CHILD, yolo_onnx_path, str(tmax)], capture_output=True, text=True)
+    base = subprocess.run([sys.executable, "-c", PYTHON_BASELINE_CHILD], capture_output=True, text=True)
+    yolo = [r for r in results if r["case"].startswith("Tiny YOLO") and r["threads"] == tmax][0]
+    print()
+    if child.returncode == 0 and base.returncode == 0:
+        ort_load, ort_rss = child.stdout.split()
+        ort_load, ort_rss, base_rss = float(ort_load), int(ort_rss), int(base.stdout.strip())
+        print(f"Tiny YOLO load: Cortado {yolo['load_seconds'] * 1e3:.1f} ms, onnxruntime session {ort_load * 1e3:.1f} ms")
+        print(f"Tiny YOLO peak RSS: Cortado {yolo['peak_rss'] / 2**20:.1f} MB (whole process); onnxruntime "
+              f"{ort_rss / 2**20:.1f} MB (Python + numpy + onnxruntime process; {base_rss / 2**20:.1f} MB of it before loading)")
+        yolo.update(ort_load_seconds=ort_load, ort_peak_rss=ort_rss, ort_python_baseline_rss=base_rss)
+    else:
+        print(f"onnxruntime memory probe failed: {child.stderr.strip()[-500:]}")
+        print(f"Tiny YOLO load: Cortado {yolo['load_seconds'] * 1e3:.1f} ms; peak RSS {yolo['peak_rss'] / 2**20:.1f} MB")
+
+    if a.summary:
+        summary_rows = [{
+            "case": f"{r['case']} ({r['threads']}t)", "reference": "ort", "rows": r["rows"],
+            "reference_rows_per_second": r["rows"] / r["ort_seconds"], "reference_rows_per_cpu_second": float("nan"),
+            "cortado_rows_per_second": r["rows"] / r["cortado_seconds"], "cortado_rows_per_cpu_second": float("nan"),
+            "wall_ratio": r["ort_seconds"] / r["cortado_seconds"], "cpu_ratio": float("nan"),
+            "max_error": yolo_err if "YOLO" in r["case"] else mlp_err, "tolerance": 1e-3 if "YOLO" in r["case"] else 1e-4,
+            "agree": agree} for r in results]
+        common.write_summary(a.summary, "nn_vs_onnxruntime", "Tiny YOLO v2 and an MLP, Cortado vs onnxruntime "
+                             "(same weights and threads, batch-1 latency; MLP also batch 256)", summary_rows)
+        with open(a.summary) as f:
+            doc = json.load(f)
+        doc.update(layers=layer_rows, sgemm=gemm, details=results)
+        with open(a.summary, "w") as f:
+            json.dump(doc, f, indent=1)
+    return 0 if agree else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
