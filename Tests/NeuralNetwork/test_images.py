@@ -67,6 +67,21 @@ def png16(samples, color_type):
     return b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", zlib.compress(rows)) + png_chunk(b"IEND", b"")
 
 
+ADAM7 = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]
+
+
+def png_interlaced(rgb):
+    """An Adam7-interlaced 8-bit RGB PNG written by hand (Pillow does not write interlaced PNGs)."""
+    h, w = rgb.shape[:2]
+    data = b""
+    for x0, y0, dx, dy in ADAM7:
+        sub = rgb[y0::dy, x0::dx]
+        if sub.size:
+            data += b"".join(b"\x00" + row.tobytes() for row in sub)
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 1)
+    return b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", zlib.compress(data)) + png_chunk(b"IEND", b"")
+
+
 def chw(pixels):
     """H×W×K → K×H×W floats."""
     pixels = np.asarray(pixels, dtype=np.float64)
@@ -242,6 +257,7 @@ def png_cases():
         "gray_16bit": (pil_bytes(Image.fromarray(g16, "I;16"), "PNG"), 1, scale16(g16)),
         "rgb_16bit": (png16(rgb16, 2), 3, scale16(rgb16)),
         "rgba_16bit": (png16(rgba16, 6), 3, scale16(rgba16[..., :3])),
+        "rgb_interlaced": (png_interlaced(rgb), 3, rgb),
         "gray_into_rgb": (pil_bytes(Image.fromarray(gray, "L"), "PNG"), 3, np.repeat(gray[..., None], 3, axis=2)),
         "rgb_into_gray": (pil_bytes(Image.fromarray(rgb, "RGB"), "PNG"), 1, luma(rgb)),
     }
@@ -264,9 +280,9 @@ def test_png_decoding(case, how, tmp_path):
     assert_close(out["y"], chw(expected), rtol=0, atol=0, what=case)
 
 
-@pytest.mark.parametrize("mode", ["RGB", "L"])
+@pytest.mark.parametrize("mode,progressive", [("RGB", False), ("L", False), ("RGB", True)])
 @pytest.mark.parametrize("how", ["path", "base64"])
-def test_jpeg_decoding_matches_pillow(mode, how, tmp_path):
+def test_jpeg_decoding_matches_pillow(mode, progressive, how, tmp_path):
     r = rng(40)
     h, w = 16, 24
     # A smooth picture plus noise: a realistic JPEG with chroma subsampling.
@@ -275,7 +291,7 @@ def test_jpeg_decoding_matches_pillow(mode, how, tmp_path):
     img = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8), "RGB")
     if mode == "L":
         img = img.convert("L")
-    data = pil_bytes(img, "JPEG", quality=85)
+    data = pil_bytes(img, "JPEG", quality=85, progressive=progressive)
     pillow = np.asarray(Image.open(io.BytesIO(data)).convert(mode))
     if how == "path":
         f = tmp_path / "in.jpg"
@@ -435,6 +451,13 @@ def test_truncated_jpeg(tmp_path):
     err = failure(model, {"x": {"path": str(f)}})
     assert "'x'" in err and "JPEG" in err and "cut.jpg" in err, err
     assert "Premature end" in err, err
+
+
+def test_cmyk_jpeg_is_refused_clearly(tmp_path):
+    img = Image.fromarray(rng(83).integers(0, 256, size=(8, 8, 3), dtype=np.uint8), "RGB").convert("CMYK")
+    model = save(image_model(3, 8, 8), tmp_path)
+    err = failure(model, {"x": b64(pil_bytes(img, "JPEG"))})
+    assert "'x'" in err and "CMYK" in err, err
 
 
 def test_missing_file(tmp_path):
