@@ -39,10 +39,13 @@ let package = Package(
         ),
         .target(
             name: "CortadoCore",
-            dependencies: ["CortadoSpec", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            dependencies: ["CortadoSpec", "CLibPNG", "CLibJPEG", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
             path: "Sources/CortadoCore",
             swiftSettings: fastMath
         ),
+        // Image codecs for image features (PNG in and out, JPEG in).
+        .systemLibrary(name: "CLibPNG", path: "Sources/CSystem/CLibPNG", pkgConfig: "libpng"),
+        .systemLibrary(name: "CLibJPEG", path: "Sources/CSystem/CLibJPEG", pkgConfig: "libjpeg"),
     ] + kinds.map { kind in
         .target(name: kind.name, dependencies: ["CortadoCore", "CortadoSpec"] + kind.extra, path: kind.path, swiftSettings: fastMath)
     } + [

@@ -1,8 +1,8 @@
 extension MLFeatureDescription {
     /// Checks a value against this description: its type, and for multi-arrays its shape
-    /// (fixed, enumerated or ranged), for images their size, for dictionaries their key
-    /// type, for sequences their element type and length. Throws an error naming the
-    /// feature and what was expected.
+    /// (fixed, enumerated or ranged), for dictionaries their key type, for sequences their
+    /// element type and length. Images of any size pass (they are resized to the model's
+    /// size). Throws an error naming the feature and what was expected.
     public func validate(_ value: MLFeatureValue) throws {
         if value.isUndefined {
             guard isOptional else { throw MLModelError.featureType(name, "required input has no value") }
@@ -16,19 +16,10 @@ extension MLFeatureDescription {
         switch value.storage {
         case .multiArray(let array):
             try validateShape(array.shape)
-        case .image(let image):
-            guard let c = imageConstraint else { return }
-            let sizeOK: Bool
-            if !c.enumeratedSizes.isEmpty {
-                sizeOK = c.enumeratedSizes.contains { $0.width == image.width && $0.height == image.height }
-            } else if let w = c.widthRange, let h = c.heightRange {
-                sizeOK = w.contains(image.width) && h.contains(image.height)
-            } else {
-                sizeOK = image.width == c.pixelsWide && image.height == c.pixelsHigh
-            }
-            guard sizeOK else {
-                throw MLModelError.featureType(name, "image is \(image.width)×\(image.height), expected \(c.pixelsWide)×\(c.pixelsHigh)")
-            }
+        case .image:
+            // Any size is accepted: an image whose size the constraint does not allow is
+            // resized to one it does, by the image's `cropAndScale` (MLImage+Resize.swift).
+            break
         case .dictionary(let d):
             if let c = dictionaryConstraint, d.count > 0, d.keyType != c.keyType {
                 throw MLModelError.featureType(name, "dictionary keys are \(d.keyType), expected \(c.keyType)")

@@ -7,8 +7,24 @@ import Foundation
 /// - dictionary: JSON object, int64 keys as decimal strings;
 /// - multiArray: `{"shape":[…], "dataType":"FLOAT32"|"DOUBLE"|"INT32"|"FLOAT16", "data":[…]}`
 ///   (row-major), or a plain (nested) JSON array on input;
-/// - image: raw pixels `{"width":W, "height":H, "pixelFormat":"RGB8"|"BGRA8"|"GRAY8"|"GRAY16F", "data":[…]}`.
+/// - image, on input: a PNG or JPEG file `{"path":"x.png"}` (a relative path resolves against
+///   the current directory) or its bytes `{"base64":"…"}` (also accepted under `"png"`), or
+///   raw pixels `{"width":W, "height":H, "pixelFormat":"RGB8"|"BGRA8"|"GRAY8"|"GRAY16F",
+///   "data":[…]}` (bytes 0…255, GRAY16F: numbers). Any of them may add
+///   `"cropAndScale":"centerCrop"|"scaleFit"|"scaleFill"` (default centerCrop, as Vision):
+///   how an image of a size the model does not take is resized (MLImage+Resize.swift);
+/// - image, on output: `{"width":W, "height":H, "pixelFormat":"RGB8"|"GRAY8"|"BGRA8",
+///   "png":"<base64>"}` by default (BGRA8 as an RGBA PNG), or the raw form above with
+///   `images: .raw`; GRAY16F is always raw (PNG holds no half floats), its data as numbers.
 public enum MLFeatureJSON {
+    /// How image values are written.
+    public enum ImageEncoding: Sendable {
+        /// `{"width","height","pixelFormat","png"}` (GRAY16F falls back to raw).
+        case png
+        /// `{"width","height","pixelFormat","data"}`.
+        case raw
+    }
+
     // MARK: Decoding (type-directed by the model description)
 
     /// Decodes one JSON value (as produced by JSONSerialization) into a feature value of
@@ -156,18 +172,45 @@ public enum MLFeatureJSON {
 
     static func image(_ json: Any, feature: String) throws -> MLImage {
         guard let object = json as? [String: Any] else { throw mismatch(feature, "an image object", json) }
-        if object["path"] != nil || object["base64"] != nil {
-            throw MLModelError.featureType(feature, "encoded images (PNG/JPEG by path or base64) are not decoded yet; give raw pixels {\"width\",\"height\",\"pixelFormat\",\"data\"}")
+        var mode = MLImageCropAndScale.centerCrop
+        if let m = object["cropAndScale"] {
+            guard let text = m as? String, let parsed = MLImageCropAndScale(rawValue: text) else {
+                throw MLModelError.featureType(feature, "unknown cropAndScale \(kindName(m)) (expected \(MLImageCropAndScale.allCases.map(\.rawValue).joined(separator: ", ")))")
+            }
+            mode = parsed
         }
+        var image: MLImage
+        do {
+            if let p = object["path"] {
+                guard let path = p as? String, !path.isEmpty else { throw mismatch(feature, "a file path string in \"path\"", p) }
+                image = try MLImage(contentsOf: URL(fileURLWithPath: path))
+            } else if let b = object["base64"] ?? object["png"] {
+                guard let text = b as? String else { throw mismatch(feature, "a base64 string", b) }
+                guard let bytes = Data(base64Encoded: text, options: .ignoreUnknownCharacters) else {
+                    throw MLModelError.featureType(feature, "the image's base64 text is not valid base64")
+                }
+                image = try MLImage(encoded: bytes)
+            } else {
+                image = try rawImage(object, feature: feature)
+            }
+        } catch let e as MLModelError where e.feature == nil {
+            throw MLModelError(e.code, feature: feature, e.message)
+        }
+        image.cropAndScale = mode
+        return image
+    }
+
+    static func rawImage(_ object: [String: Any], feature: String) throws -> MLImage {
         guard let w = object["width"] as? NSNumber, let h = object["height"] as? NSNumber,
               let f = object["pixelFormat"] as? String, let data = object["data"] as? [Any] else {
-            throw MLModelError.featureType(feature, "image needs \"width\", \"height\", \"pixelFormat\" and \"data\"")
+            throw MLModelError.featureType(feature, "image needs \"path\", \"base64\", or raw pixels \"width\", \"height\", \"pixelFormat\" and \"data\"")
         }
         guard let format = MLImagePixelFormat(rawValue: f.uppercased()) else {
             throw MLModelError.featureType(feature, "unknown pixelFormat \"\(f)\" (expected \(MLImagePixelFormat.allCases.map(\.rawValue).joined(separator: ", ")))")
         }
         var bytes: [UInt8] = []
         if format == .gray16f {
+            bytes.reserveCapacity(2 * data.count)
             for v in data {
                 let bits = Float16(try double(v, feature: feature)).bitPattern
                 bytes.append(UInt8(bits & 0xff)); bytes.append(UInt8(bits >> 8))
@@ -202,8 +245,9 @@ public enum MLFeatureJSON {
 
     // MARK: Encoding
 
-    /// Writes a feature value as JSON text (shortest round-trip doubles, sorted keys).
-    public static func encode(_ value: MLFeatureValue, into out: inout String) {
+    /// Writes a feature value as JSON text (shortest round-trip doubles, sorted keys; images
+    /// as PNG unless `images` is `.raw`).
+    public static func encode(_ value: MLFeatureValue, into out: inout String, images: ImageEncoding = .png) {
         switch value.storage {
         case .undefined: out += "null"
         case .int64(let v): out += String(v)
@@ -241,19 +285,39 @@ public enum MLFeatureJSON {
                 out += "]"
             }
         case .image(let img):
-            out += "{\"width\":\(img.width),\"height\":\(img.height),\"pixelFormat\":\"\(img.pixelFormat.rawValue)\",\"data\":["
-            out += img.data.map(String.init).joined(separator: ",") + "]}"
+            image(img, encoding: images, into: &out)
         }
     }
 
+    /// Writes an image as a PNG object, or raw (GRAY16F always raw, its halves as numbers).
+    static func image(_ img: MLImage, encoding: ImageEncoding, into out: inout String) {
+        out += "{\"width\":\(img.width),\"height\":\(img.height),\"pixelFormat\":\"\(img.pixelFormat.rawValue)\","
+        if encoding == .png, img.pixelFormat != .gray16f, let png = try? img.pngData() {
+            out += "\"png\":\"" + png.base64EncodedString() + "\"}"
+            return
+        }
+        out += "\"data\":["
+        if img.pixelFormat == .gray16f {
+            img.data.withUnsafeBytes { raw in
+                for i in 0..<img.width * img.height {
+                    if i > 0 { out += "," }
+                    number(Float(Float16(bitPattern: UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: 2 * i, as: UInt16.self)))), into: &out)
+                }
+            }
+        } else {
+            out += img.data.map(String.init).joined(separator: ",")
+        }
+        out += "]}"
+    }
+
     /// Writes a provider's features (all of them, or `names` in that order) as one JSON object.
-    public static func encode(_ provider: MLFeatureProvider, names: [String]? = nil) -> String {
+    public static func encode(_ provider: MLFeatureProvider, names: [String]? = nil, images: ImageEncoding = .png) -> String {
         var out = "{"
         for (i, name) in (names ?? provider.featureNames.sorted()).enumerated() {
             guard let value = provider.featureValue(for: name) else { continue }
             if i > 0 { out += "," }
             string(name, into: &out); out += ":"
-            encode(value, into: &out)
+            encode(value, into: &out, images: images)
         }
         return out + "}"
     }
