@@ -35,10 +35,20 @@ def dequantized(wp, shape):
         return np.asarray(wp.floatValue, dtype=np.float64).reshape(shape)
     if len(wp.float16Value):
         return np.frombuffer(wp.float16Value, dtype=np.float16).astype(np.float64).reshape(shape)
-    import copy
-    w = copy.deepcopy(wp)
-    qu._dequantize_wp(w, shape)
-    return np.asarray(w.floatValue, dtype=np.float64).reshape(shape)
+    q = wp.quantization
+    n = int(np.prod(shape))
+    bits = np.unpackbits(np.frombuffer(wp.rawValue, dtype=np.uint8))[: n * q.numberOfBits]
+    codes = bits.reshape(n, q.numberOfBits) @ (1 << np.arange(q.numberOfBits - 1, -1, -1))
+    if q.WhichOneof("QuantizationType") == "lookupTableQuantization":
+        values = np.asarray(q.lookupTableQuantization.floatValue, dtype=np.float64)[codes]
+    else:
+        scale = np.asarray(q.linearQuantization.scale, dtype=np.float64)
+        bias = np.asarray(q.linearQuantization.bias, dtype=np.float64)
+        if len(bias) == 0:
+            bias = np.zeros_like(scale)
+        channel = np.arange(n) // (n // shape[0]) if len(scale) > 1 else np.zeros(n, dtype=int)
+        values = scale[channel] * codes + bias[channel]
+    return values.reshape(shape)
 
 
 def inner_product(cin=24, cout=6):
@@ -66,12 +76,13 @@ def test_inner_product_weights(nbits, mode, tmp_path):
         assert_close(o["y"], Wq @ x + bq, rtol=1e-4, atol=1e-4, what=f"{mode} {nbits}-bit")
 
 
-@pytest.mark.parametrize("nbits,mode", [(16, "linear"), (8, "linear"), (3, "linear"), (4, "kmeans_lut")])
+@pytest.mark.parametrize("nbits,mode", [(16, "linear"), (8, "linear"), (3, "linear"), (4, "linear_lut")])
 def test_convolution_weights(nbits, mode, tmp_path):
     cin, cout, k = 3, 5, 3
     b = builder([("x", (cin, 6, 6))], [("y", (cout, 4, 4))])
     W = rng(30).normal(size=(k, k, cin, cout)).astype(np.float32)  # the builder's layout: kH, kW, Cin, Cout
-    b.add_convolution("conv", cin, cout, k, k, 1, 1, 1, "valid", False, W, None, False, "x", "y")
+    b.add_convolution("conv", kernel_channels=cin, output_channels=cout, height=k, width=k, stride_height=1, stride_width=1,
+                      border_mode="valid", groups=1, W=W, b=None, has_bias=False, input_name="x", output_name="y")
     q = quantized(b.spec, nbits, mode)
     wp = q.neuralNetwork.layers[0].convolution.weights
     Wq = dequantized(wp, (cout, cin, k, k))
