@@ -30,23 +30,16 @@ final class PoolingLayer: NNLayer, @unchecked Sendable {
         case .l2: kind = .l2
         case .UNRECOGNIZED(let v): throw NNLayerError("unknown pooling type \(v)")
         }
-        func pair(_ v: [UInt64], _ fallback: Int, _ what: String) throws -> (Int, Int) {
-            if v.isEmpty { return (fallback, fallback) }
-            guard v.count == 2, v[0] > 0, v[1] > 0 else { throw NNLayerError("\(what) must hold two positive values, got \(v)") }
-            return (Int(v[0]), Int(v[1]))
-        }
         global = p.globalPooling
-        (kh, kw) = try pair(p.kernelSize, 3, "kernelSize")
-        (sh, sw) = try pair(p.stride, 1, "stride")
+        (kh, kw) = try NNWindow.pair(p.kernelSize, 3, "kernelSize")
+        (sh, sw) = try NNWindow.pair(p.stride, 1, "stride")
         excludePadding = p.avgPoolExcludePadding
         switch p.poolingPaddingType {
         case .same(let s)?:
             padding = .same(topLeftHeavy: s.asymmetryMode == .topLeftHeavy)
         case .valid(let v)?:
-            let b = v.paddingAmounts.borderAmounts
-            guard b.isEmpty || b.count == 2 else { throw NNLayerError("valid padding needs 2 border amounts (height, width), got \(b.count)") }
-            padding = b.isEmpty ? .valid(top: 0, bottom: 0, left: 0, right: 0)
-                : .valid(top: Int(b[0].startEdgeSize), bottom: Int(b[0].endEdgeSize), left: Int(b[1].startEdgeSize), right: Int(b[1].endEdgeSize))
+            let b = try NNWindow.borders(v.paddingAmounts, what: "valid padding")
+            padding = .valid(top: b.top, bottom: b.bottom, left: b.left, right: b.right)
         case .includeLastPixel(let v)?:
             let a = v.paddingAmounts
             guard a.isEmpty || a.count == 2 else { throw NNLayerError("includeLastPixel padding needs 2 amounts (height, width), got \(a.count)") }
@@ -76,7 +69,7 @@ final class PoolingLayer: NNLayer, @unchecked Sendable {
         case .same(let topLeftHeavy):
             let outH = (h + sh - 1) / sh, outW = (w + sw - 1) / sw
             let th = Swift.max(0, (outH - 1) * sh + kh - h), tw = Swift.max(0, (outW - 1) * sw + kw - w)
-            let top = topLeftHeavy ? th - th / 2 : th / 2, left = topLeftHeavy ? tw - tw / 2 : tw / 2
+            let top = NNWindow.before(total: th, topLeftHeavy: topLeftHeavy), left = NNWindow.before(total: tw, topLeftHeavy: topLeftHeavy)
             return Geometry(outH: outH, outW: outW, top: top, left: left, bottom: th - top, right: tw - left)
         case .includeLastPixel(let ph, let pw):
             guard h + 2 * ph >= kh, w + 2 * pw >= kw else {

@@ -15,7 +15,7 @@ final class PaddingLayer: NNLayer, @unchecked Sendable {
         case .replication?: kind = .replication
         case nil: throw NNLayerError("padding has no type (constant, reflection or replication)")
         }
-        (top, bottom, left, right) = try nnBorders(p.paddingAmounts, what: "paddingAmounts")
+        (top, bottom, left, right) = try NNWindow.borders(p.paddingAmounts, what: "paddingAmounts")
     }
 
     func outputShapes(_ inputs: [NNShape]) throws -> [NNShape] {
@@ -99,7 +99,7 @@ final class CropLayer: NNLayer, @unchecked Sendable {
             left = p.offset.isEmpty ? 0 : Int(p.offset[1])
             bottom = 0; right = 0
         } else {
-            (top, bottom, left, right) = try nnBorders(p.cropAmounts, what: "cropAmounts")
+            (top, bottom, left, right) = try NNWindow.borders(p.cropAmounts, what: "cropAmounts")
         }
     }
 

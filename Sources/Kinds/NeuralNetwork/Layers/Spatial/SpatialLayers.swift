@@ -1,6 +1,6 @@
 import CortadoSpec
 
-/// Pooling and the layers that move data: padding, crop, resize, reshape, permute, concat, split, slice.
+/// The layers that move data: padding, crop, resize, reshape, permute, concat, split, slice.
 enum SpatialLayers {
     static let builders: [String: NNLayerBuilder] = [
         "padding": { spec, _ in try PaddingLayer(spec.padding) },
@@ -52,16 +52,4 @@ enum NNCopy {
             r0 = r1
         }
     }
-}
-
-/// Reads the two `EdgeSizes` (height, then width) of a `BorderAmounts`; absent means 0.
-func nnBorders(_ b: CoreML_Specification_BorderAmounts, what: String) throws -> (top: Int, bottom: Int, left: Int, right: Int) {
-    let e = b.borderAmounts
-    guard e.count == 0 || e.count == 2 else {
-        throw NNLayerError("\(what) must give 2 edge sizes (height, width), not \(e.count)")
-    }
-    guard e.count == 2 else { return (0, 0, 0, 0) }
-    let v = [e[0].startEdgeSize, e[0].endEdgeSize, e[1].startEdgeSize, e[1].endEdgeSize]
-    guard v.allSatisfy({ $0 < 1 << 31 }) else { throw NNLayerError("\(what) \(v) is too large") }
-    return (Int(v[0]), Int(v[1]), Int(v[2]), Int(v[3]))
 }
