@@ -79,7 +79,8 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
             throw MLModelError(.invalidModel, "not a neural network")
         }
         exactArrayMapping = arrayMapping == .exactArrayMapping
-        threads = context.configuration.threadCount > 0 ? context.configuration.threadCount : ProcessInfo.processInfo.activeProcessorCount
+        threads = context.configuration.threadCount > 0 ? context.configuration.threadCount : NNThreads.cores
+        _ = NNThreads.blas // OpenBLAS's thread count, set before any layer calls it
         graph = try NNGraph(layers: layers, inputs: description.inputs.map(\.name), modelName: modelName, exactArrayMapping: exactArrayMapping)
 
         var inputs: [Input] = []

@@ -19,7 +19,7 @@ public enum NNActivation: Sendable, CustomStringConvertible {
     case softplus
     case parametricSoftplus(alpha: [Float], beta: [Float])
 
-    public init(_ p: CoreML_Specification_ActivationParams, layer: String) throws {
+    public init(_ p: CoreML_Specification_ActivationParams) throws {
         switch p.nonlinearityType {
         case .linear(let a)?: self = .linear(alpha: a.alpha, beta: a.beta)
         case .reLu?: self = .relu
@@ -104,23 +104,12 @@ public enum NNActivation: Sendable, CustomStringConvertible {
     }
 }
 
-/// An element-wise step folded into the layer before it (see `NNEpilogueAccepting`).
+/// An element-wise step folded into the layer before it (see `NNEpilogueAccepting`; the GEMM
+/// layers compose and apply them in `NNChannelEpilogue`).
 public enum NNEpilogueOp: Sendable {
     /// `x * scale[c] + shift[c]`; each array has length 1 or C, nil means 1 / 0.
     case affine(scale: [Float]?, shift: [Float]?)
     case activation(NNActivation)
-
-    /// Applies the step in place to `count` values of channel `channel`.
-    @inline(__always) public func apply(_ p: UnsafeMutablePointer<Float>, count: Int, channel: Int) {
-        switch self {
-        case .affine(let scale, let shift):
-            let s: Float = scale.map { $0.count == 1 ? $0[0] : $0[channel] } ?? 1
-            let t: Float = shift.map { $0.count == 1 ? $0[0] : $0[channel] } ?? 0
-            for i in 0..<count { p[i] = p[i] * s + t }
-        case .activation(let a):
-            a.apply(p, count: count, channel: channel)
-        }
-    }
 
     /// Whether the step works on `channels` channels.
     public func fits(channels: Int) -> Bool {
@@ -130,12 +119,5 @@ public enum NNEpilogueOp: Sendable {
         case .activation(let a):
             return (try? a.check(channels: channels)) != nil
         }
-    }
-}
-
-extension Array where Element == NNEpilogueOp {
-    /// Applies every step, in order, to one channel's `count` values.
-    @inline(__always) public func apply(_ p: UnsafeMutablePointer<Float>, count: Int, channel: Int) {
-        for op in self { op.apply(p, count: count, channel: channel) }
     }
 }

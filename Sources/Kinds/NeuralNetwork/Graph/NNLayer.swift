@@ -1,6 +1,5 @@
 import CortadoCore
 import CortadoSpec
-import Dispatch
 
 /// A blob's shape in the classic (specification ≤ 3) layout: `[Seq, Batch, C, H, W]`.
 /// Every classic layer reads and writes rank-5 blobs; inputs of rank 1 (`[C]`) and rank 3
@@ -65,19 +64,11 @@ public struct NNRunContext {
         let chunks = Swift.min(threads, count, Swift.max(1, count * costPerItem / 32_768))
         if chunks <= 1 { body(0..<count); return }
         let per = (count + chunks - 1) / chunks
-        withoutActuallyEscaping(body) { body in
-            let unchecked = UncheckedBody(body: body)
-            DispatchQueue.concurrentPerform(iterations: chunks) { i in
-                let lo = i * per, hi = Swift.min(count, lo + per)
-                if lo < hi { unchecked.body(lo..<hi) }
-            }
+        NNThreads.run(workers: chunks) { i in
+            let lo = i * per, hi = Swift.min(count, lo + per)
+            if lo < hi { body(lo..<hi) }
         }
     }
-}
-
-/// A kernel body handed to Dispatch workers; each worker touches a disjoint range.
-private struct UncheckedBody: @unchecked Sendable {
-    let body: (Range<Int>) -> Void
 }
 
 /// One compiled layer: shape inference at load, a kernel at run time.

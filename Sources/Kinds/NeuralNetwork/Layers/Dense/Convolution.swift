@@ -46,14 +46,9 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
         guard outputChannels > 0, kernelChannels > 0 else {
             throw NNLayerError("outputChannels (\(p.outputChannels)) and kernelChannels (\(p.kernelChannels)) must be positive")
         }
-        func pair(_ v: [UInt64], _ fallback: Int, _ what: String) throws -> (Int, Int) {
-            if v.isEmpty { return (fallback, fallback) }
-            guard v.count == 2, v[0] > 0, v[1] > 0 else { throw NNLayerError("\(what) must hold two positive values, got \(v)") }
-            return (Int(v[0]), Int(v[1]))
-        }
-        (kh, kw) = try pair(p.kernelSize, 3, "kernelSize")
-        (sh, sw) = try pair(p.stride, 1, "stride")
-        (dh, dw) = try pair(p.dilationFactor, 1, "dilationFactor")
+        (kh, kw) = try NNWindow.pair(p.kernelSize, 3, "kernelSize")
+        (sh, sw) = try NNWindow.pair(p.stride, 1, "stride")
+        (dh, dw) = try NNWindow.pair(p.dilationFactor, 1, "dilationFactor")
         deconvolution = p.isDeconvolution
         guard outputChannels % groups == 0 else { throw NNLayerError("outputChannels \(outputChannels) is not a multiple of nGroups \(groups)") }
         if deconvolution, kernelChannels % groups != 0 {
@@ -63,10 +58,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
         case .same(let s)?:
             padding = .same(topLeftHeavy: s.asymmetryMode == .topLeftHeavy)
         case .valid(let v)?:
-            let b = v.paddingAmounts.borderAmounts
-            guard b.isEmpty || b.count == 2 else { throw NNLayerError("valid padding needs 2 border amounts (height, width), got \(b.count)") }
-            padding = b.isEmpty ? .valid(top: 0, bottom: 0, left: 0, right: 0)
-                : .valid(top: Int(b[0].startEdgeSize), bottom: Int(b[0].endEdgeSize), left: Int(b[1].startEdgeSize), right: Int(b[1].endEdgeSize))
+            let b = try NNWindow.borders(v.paddingAmounts, what: "valid padding")
+            padding = .valid(top: b.top, bottom: b.bottom, left: b.left, right: b.right)
         case nil:
             padding = .valid(top: 0, bottom: 0, left: 0, right: 0)
         }
@@ -86,7 +79,6 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
             bias = try NNWeights.floats(p.bias, count: outputChannels, name: "bias")
         }
         post = NNChannelEpilogue(channels: outputChannels, bias: bias)
-        _ = NNGemm.blasThreads
     }
 
     func accept(_ op: NNEpilogueOp) -> Bool { post.accept(op) }
@@ -123,7 +115,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
                 let outH = outputSize?.h ?? h * sh, outW = outputSize?.w ?? w * sw
                 let th = Swift.max(0, fullH - outH), tw = Swift.max(0, fullW - outW)
                 return Geometry(outH: outH, outW: outW,
-                                offH: topLeftHeavy ? th - th / 2 : th / 2, offW: topLeftHeavy ? tw - tw / 2 : tw / 2)
+                                offH: NNWindow.before(total: th, topLeftHeavy: topLeftHeavy), offW: NNWindow.before(total: tw, topLeftHeavy: topLeftHeavy))
             }
         }
         switch padding {
@@ -136,7 +128,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
             let outH = (h + sh - 1) / sh, outW = (w + sw - 1) / sw
             let th = Swift.max(0, (outH - 1) * sh + kdh - h), tw = Swift.max(0, (outW - 1) * sw + kdw - w)
             return Geometry(outH: outH, outW: outW,
-                            offH: topLeftHeavy ? th - th / 2 : th / 2, offW: topLeftHeavy ? tw - tw / 2 : tw / 2)
+                            offH: NNWindow.before(total: th, topLeftHeavy: topLeftHeavy), offW: NNWindow.before(total: tw, topLeftHeavy: topLeftHeavy))
         }
     }
 

@@ -26,7 +26,6 @@ final class InnerProductLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable
         weightForm = NNWeights.form(p.weights)
         let bias = p.hasBias ? try NNWeights.floats(p.bias, count: outputChannels, name: "bias") : nil
         post = NNChannelEpilogue(channels: outputChannels, bias: bias)
-        _ = NNGemm.blasThreads
     }
 
     func accept(_ op: NNEpilogueOp) -> Bool { post.accept(op) }

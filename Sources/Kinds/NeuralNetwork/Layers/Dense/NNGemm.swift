@@ -1,41 +1,21 @@
 import COpenBLAS
-import Dispatch
-import Foundation
 
-/// OpenBLAS set-up and the work splitting the GEMM layers share.
+/// The work splitting and GEMM call the GEMM layers share (threading: `NNThreads`).
 ///
-/// By default every `cblas_sgemm` call runs on one OpenBLAS thread and the layers split their
-/// work across `NNRunContext.threads` themselves (row bands of the output image, or blocks of
-/// output channels), each worker with its own slot of scratch space: on this 2-core machine
-/// that beat OpenBLAS's own threading (see bench/README.md). `CORTADO_BLAS_THREADS=n` (n > 1)
-/// switches to OpenBLAS threading instead: one GEMM call per layer and image, n BLAS threads.
+/// Layers split their work across `NNRunContext.threads` (row bands of the output image, or
+/// blocks of output channels), each worker with its own slot of scratch space; with
+/// `CORTADO_BLAS_THREADS` above 1 they make one GEMM call per layer and image instead.
 enum NNGemm {
-    /// BLAS threads per call (1 unless `CORTADO_BLAS_THREADS` asks for more); set once.
-    static let blasThreads: Int = {
-        let n = ProcessInfo.processInfo.environment["CORTADO_BLAS_THREADS"].flatMap(Int.init) ?? 1
-        let threads = Swift.max(1, n)
-        openblas_set_num_threads(Int32(threads))
-        return threads
-    }()
-
-    /// Scratch slots a layer reserves: one per worker it may run. Read once: Foundation's
-    /// `activeProcessorCount` opens cgroup files in /sys on every call.
-    static let slots: Int = blasThreads > 1 ? 1 : Swift.max(1, ProcessInfo.processInfo.activeProcessorCount)
+    /// Scratch slots a layer reserves: one per worker it may run.
+    static var slots: Int { NNThreads.blas > 1 ? 1 : NNThreads.cores }
 
     /// Workers to use for `items` independent pieces of work.
     @inline(__always) static func workers(_ context: NNRunContext, items: Int) -> Int {
-        blasThreads > 1 ? 1 : Swift.max(1, Swift.min(context.threads, slots, items))
+        NNThreads.blas > 1 ? 1 : Swift.max(1, Swift.min(context.threads, slots, items))
     }
 
-    /// Runs `body(worker)` for `worker` in `0..<workers`, on the calling thread plus Dispatch
-    /// workers (the calling thread alone when `workers` is 1).
-    static func run(workers: Int, _ body: (Int) -> Void) {
-        if workers <= 1 { body(0); return }
-        withoutActuallyEscaping(body) { body in
-            let unchecked = WorkerBody(body: body)
-            DispatchQueue.concurrentPerform(iterations: workers) { unchecked.body($0) }
-        }
-    }
+    /// Runs `body(worker)` for `worker` in `0..<workers` (see `NNThreads.run`).
+    static func run(workers: Int, _ body: (Int) -> Void) { NNThreads.run(workers: workers, body) }
 
     /// Row-major `C[m×n] = A[m×k] · B[k×n]` (`beta` 0) with leading dimensions.
     @inline(__always) static func gemm(m: Int, n: Int, k: Int,
@@ -45,11 +25,6 @@ enum NNGemm {
         cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
                     blasint(m), blasint(n), blasint(k), 1, a, blasint(lda), b, blasint(ldb), 0, c, blasint(ldc))
     }
-}
-
-/// A worker body handed to Dispatch; workers touch disjoint memory.
-private struct WorkerBody: @unchecked Sendable {
-    let body: (Int) -> Void
 }
 
 /// Element-wise steps a GEMM layer applies per output channel right after its GEMM: its own

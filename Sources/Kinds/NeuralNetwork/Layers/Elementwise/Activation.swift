@@ -6,7 +6,7 @@ final class ActivationLayer: NNLayer, @unchecked Sendable {
     let activation: NNActivation
 
     init(_ p: CoreML_Specification_ActivationParams) throws {
-        activation = try NNActivation(p, layer: "")
+        activation = try NNActivation(p)
     }
 
     func outputShapes(_ inputs: [NNShape]) throws -> [NNShape] {

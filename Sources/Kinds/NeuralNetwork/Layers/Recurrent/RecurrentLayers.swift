@@ -21,19 +21,8 @@ enum NNRecurrent {
     /// Core ML clips every gate pre-activation to this range before its activation.
     static let gateClip: Float = 50
 
-    /// OpenBLAS threads per call, set once when the first recurrent layer loads: 1 unless
-    /// `CORTADO_BLAS_THREADS` asks for more (the convention of the GEMM layers). The per-step
-    /// GEMMs are small; with OpenBLAS's default (all cores) its threads spent most of an LSTM's
-    /// time yielding to each other.
-    static let blasThreads: Int = {
-        let n = Swift.max(1, ProcessInfo.processInfo.environment["CORTADO_BLAS_THREADS"].flatMap(Int.init) ?? 1)
-        openblas_set_num_threads(Int32(n))
-        return n
-    }()
-
-    /// Checks the vector sizes a layer declares (and sets up OpenBLAS).
+    /// Checks the vector sizes a layer declares.
     static func checkSizes(input: UInt64, output: UInt64) throws -> (Int, Int) {
-        _ = blasThreads
         guard input > 0, output > 0, input < 1 << 24, output < 1 << 24 else {
             throw NNLayerError("inputVectorSize (\(input)) and outputVectorSize (\(output)) must be between 1 and 2^24")
         }
@@ -88,7 +77,7 @@ enum NNRecurrent {
     /// with no parameters (all zero), which Core ML's recurrent layers read as the standard
     /// ones: `x`, `clamp(0.2x + 0.5, 0, 1)` and `tanh(x)`. Parameters that are set are used.
     static func activation(_ p: CoreML_Specification_ActivationParams, units: Int) throws -> NNActivation {
-        var a = try NNActivation(p, layer: "")
+        var a = try NNActivation(p)
         switch a {
         case .linear(0, 0): a = .linear(alpha: 1, beta: 0)
         case .sigmoidHard(0, 0): a = .sigmoidHard(alpha: 0.2, beta: 0.5)
