@@ -19,9 +19,44 @@ struct Cortado: ParsableCommand {
 }
 
 /// Loads a model for a subcommand, registering the built-in kinds first.
-func loadModel(_ path: String) throws -> MLModel {
+func loadModel(_ path: String, configuration: MLModelConfiguration = MLModelConfiguration()) throws -> MLModel {
     CortadoModels.registerBuiltinKinds()
-    return try MLModel(contentsOf: URL(fileURLWithPath: path))
+    return try MLModel(contentsOf: URL(fileURLWithPath: path), configuration: configuration)
+}
+
+/// A JSON-lines input file ('-': stdin) of input rows, as `predict` and `report` read it.
+struct JSONRowsInput {
+    let path: String
+    let data: Data
+
+    init(path: String) {
+        self.path = path
+        if path == "-" {
+            data = FileHandle.standardInput.readDataToEndOfFile()
+        } else {
+            do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch { fail("cannot read \(path): \(error.localizedDescription)") }
+        }
+    }
+
+    /// How messages name the input: the path, or "stdin".
+    var name: String { path == "-" ? "stdin" : path }
+
+    /// Calls `body` with each non-blank line's 1-based number and its decoded row, or the
+    /// error that line gave (malformed JSON, a missing, unknown or mistyped feature).
+    func forEachRow(_ description: MLModelDescription, _ body: (Int, Result<MLFeatureProvider, Error>) throws -> Void) rethrows {
+        var lineNumber = 0
+        for line in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            lineNumber += 1
+            if line.allSatisfy({ $0 == 32 || $0 == 9 || $0 == 13 }) { continue }
+            let row = Result<MLFeatureProvider, Error> {
+                guard let object = try MLJSONParser.parse(line) as? [String: Any] else {
+                    throw MLModelError(.parse, "expected a JSON object of input features")
+                }
+                return try MLFeatureJSON.decodeInputs(object, description: description)
+            }
+            try body(lineNumber, row)
+        }
+    }
 }
 
 /// Prints an error on stderr and exits non-zero.

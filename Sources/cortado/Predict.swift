@@ -36,21 +36,15 @@ struct Predict: ParsableCommand {
         let description = loaded.modelDescription
         let outputNames = description.outputs.map(\.name)
 
-        let data: Data
-        if input == "-" {
-            data = FileHandle.standardInput.readDataToEndOfFile()
-        } else {
-            do { data = try Data(contentsOf: URL(fileURLWithPath: input)) } catch { fail("cannot read \(input): \(error.localizedDescription)") }
-        }
         guard batch >= 1 else { fail("--batch must be at least 1") }
+        let rows = JSONRowsInput(path: input)
         var sink = OutputSink(path: output)
         var failures = 0
-        var lineNumber = 0
         var pending: [(line: Int, features: MLFeatureProvider)] = []
 
         func report(_ line: Int, _ error: Error) throws {
             failures += 1
-            let message = "\(input == "-" ? "stdin" : input) line \(line): \(error)"
+            let message = "\(rows.name) line \(line): \(error)"
             FileHandle.standardError.write(Data(("cortado: " + message + "\n").utf8))
             guard keepGoing else { sink.flush(); throw ExitCode(1) }
             var escaped = ""
@@ -73,20 +67,14 @@ struct Predict: ParsableCommand {
             }
         }
 
-        for rawLine in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
-            lineNumber += 1
-            if rawLine.allSatisfy({ $0 == 32 || $0 == 9 || $0 == 13 }) { continue }
-            do {
-                guard let object = try MLJSONParser.parse(rawLine) as? [String: Any] else {
-                    throw MLModelError(.parse, "expected a JSON object of input features")
-                }
-                pending.append((lineNumber, try MLFeatureJSON.decodeInputs(object, description: description)))
+        try rows.forEachRow(description) { line, row in
+            switch row {
+            case .success(let features):
+                pending.append((line, features))
                 if pending.count >= batch { try flushPending() }
-            } catch let exit as ExitCode {
-                throw exit
-            } catch {
+            case .failure(let error):
                 try flushPending()
-                try report(lineNumber, error)
+                try report(line, error)
             }
         }
         try flushPending()

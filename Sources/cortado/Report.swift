@@ -50,12 +50,11 @@ struct Report: ParsableCommand {
     }
 
     func run() throws {
-        CortadoModels.registerBuiltinKinds()
         var configuration = MLModelConfiguration()
         configuration.threadCount = threads
         let loadStart = monotonicSeconds()
         let loaded: MLModel
-        do { loaded = try MLModel(contentsOf: URL(fileURLWithPath: model), configuration: configuration) } catch { fail("\(error)") }
+        do { loaded = try loadModel(model, configuration: configuration) } catch { fail("\(error)") }
         let loadSeconds = monotonicSeconds() - loadStart
         let rssAfterLoad = peakRSSBytes()
 
@@ -102,24 +101,12 @@ struct Report: ParsableCommand {
     }
 
     private func readRows(description: MLModelDescription) -> [MLFeatureProvider] {
-        let data: Data
-        if input == "-" {
-            data = FileHandle.standardInput.readDataToEndOfFile()
-        } else {
-            do { data = try Data(contentsOf: URL(fileURLWithPath: input)) } catch { fail("cannot read \(input): \(error.localizedDescription)") }
-        }
+        let file = JSONRowsInput(path: input)
         var rows: [MLFeatureProvider] = []
-        var lineNumber = 0
-        for line in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
-            lineNumber += 1
-            if line.allSatisfy({ $0 == 32 || $0 == 9 || $0 == 13 }) { continue }
-            do {
-                guard let object = try MLJSONParser.parse(line) as? [String: Any] else {
-                    throw MLModelError(.parse, "expected a JSON object of input features")
-                }
-                rows.append(try MLFeatureJSON.decodeInputs(object, description: description))
-            } catch {
-                fail("\(input == "-" ? "stdin" : input) line \(lineNumber): \(error)")
+        file.forEachRow(description) { line, row in
+            switch row {
+            case .success(let features): rows.append(features)
+            case .failure(let error): fail("\(file.name) line \(line): \(error)")
             }
         }
         return rows
