@@ -27,6 +27,14 @@ public enum MLImageColorSpace: String, Sendable {
     case rgb = "RGB"
     case bgr = "BGR"
     case grayscaleFloat16 = "GRAYSCALE_FLOAT16"
+
+    /// Planes an image of this colour space has: 3 for RGB and BGR, 1 for gray.
+    public var channels: Int {
+        switch self {
+        case .rgb, .bgr: return 3
+        case .grayscale, .grayscaleFloat16: return 1
+        }
+    }
 }
 
 /// What an image feature must look like.

@@ -67,7 +67,7 @@ struct TensorMapping {
         case .image:
             kind = .image; datatype = "UINT8"
             let c = feature.imageConstraint
-            let channels: Int64 = c?.colorSpace == .grayscale || c?.colorSpace == .grayscaleFloat16 ? 1 : 3
+            let channels = Int64(c?.colorSpace.channels ?? 3)
             dims = [Int64(c?.pixelsHigh ?? -1), Int64(c?.pixelsWide ?? -1), channels]
         case .invalid:
             kind = .json; datatype = "BYTES"; dims = [1]

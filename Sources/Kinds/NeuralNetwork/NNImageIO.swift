@@ -23,7 +23,7 @@ struct NNImageInput {
         let c = feature.imageConstraint!
         constraint = c
         colorSpace = c.colorSpace
-        let channels = Self.channels(c.colorSpace)
+        let channels = c.colorSpace.channels
         var scale = [Float](repeating: 1, count: channels)
         var bias = [Float](repeating: 0, count: channels)
         var mean: [Float]?
@@ -49,22 +49,15 @@ struct NNImageInput {
         meanImage = mean
     }
 
-    static func channels(_ space: MLImageColorSpace) -> Int {
-        switch space {
-        case .rgb, .bgr: return 3
-        case .grayscale, .grayscaleFloat16: return 1
-        }
-    }
-
     var defaultShape: NNShape {
-        NNShape(c: Self.channels(colorSpace), h: constraint.pixelsHigh, w: constraint.pixelsWide)
+        NNShape(c: colorSpace.channels, h: constraint.pixelsHigh, w: constraint.pixelsWide)
     }
 
     /// The blob shape an image fills: its own size when the model allows it (flexible sizes),
     /// else the model's default size (the image is resized to it). A mean image fixes the size.
     func shape(for image: MLImage) -> NNShape {
         guard meanImage == nil, image.fits(constraint) else { return defaultShape }
-        return NNShape(c: Self.channels(colorSpace), h: image.height, w: image.width)
+        return NNShape(c: colorSpace.channels, h: image.height, w: image.width)
     }
 
     /// Writes the image's pixels, preprocessed, as C planes of H × W floats; resizes first
@@ -140,7 +133,7 @@ struct NNImageInput {
 /// (GRAYSCALE_FLOAT16: kept as half floats).
 enum NNImageOutput {
     static func image(_ p: UnsafeMutablePointer<Float>, shape: NNShape, colorSpace: MLImageColorSpace, feature: String) throws -> MLImage {
-        let want = NNImageInput.channels(colorSpace)
+        let want = colorSpace.channels
         guard shape.c == want, shape.images == 1 else {
             throw MLModelError(.invalidModel, feature: feature, "image output needs \(want) channel(s) of one image, the blob is \(shape)")
         }
