@@ -8,6 +8,8 @@ import Foundation
 /// it for the declared input shapes, so shape errors surface at load. A request with another
 /// allowed shape (enumerated or ranged inputs, flexible image sizes, a batch) gets its own
 /// plan, cached. Predictions fill a pooled workspace, run the steps and copy the outputs out.
+/// Arrays map onto blobs by `NNShape(_:)` under either `arrayInputShapeMapping`: the classic
+/// layers read rank 1…5 the same way in both.
 final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
     enum InputKind {
         case array
@@ -17,8 +19,9 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         let name: String
         let kind: InputKind
         let isOptional: Bool
-        /// The declared array shape: an optional input left out is this many zeros.
-        var declared: NNShape? = nil
+        /// The declared blob shape (an image's default size), planned at load; an optional
+        /// array input left out is this many zeros.
+        let declared: NNShape?
     }
     enum OutputKind {
         case array(declaredShape: [Int], dataType: MLMultiArrayDataType)
@@ -36,13 +39,11 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         let blob: String
     }
 
-    let modelName: String
     let graph: NNGraph
     let inputs: [Input]
     let outputs: [Output]
     let classifier: Classifier?
     let threads: Int
-    let exactArrayMapping: Bool
     /// Blobs the plans keep until the end.
     private let kept: Set<String>
     private let lock = NSLock()
@@ -55,20 +56,18 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
     var classLabels: MLClassLabels? { classifier?.labels }
 
     init(spec: CoreML_Specification_Model, context: MLCompileContext) throws {
-        modelName = context.modelName
         let description = context.description
         let layers: [CoreML_Specification_NeuralNetworkLayer]
         let preprocessing: [CoreML_Specification_NeuralNetworkPreprocessing]
-        let arrayMapping: CoreML_Specification_NeuralNetworkMultiArrayShapeMapping
         var labels: MLClassLabels?
         var probabilityBlob = ""
         switch spec.type {
         case .neuralNetwork(let nn)?:
-            (layers, preprocessing, arrayMapping) = (nn.layers, nn.preprocessing, nn.arrayInputShapeMapping)
+            (layers, preprocessing) = (nn.layers, nn.preprocessing)
         case .neuralNetworkRegressor(let nn)?:
-            (layers, preprocessing, arrayMapping) = (nn.layers, nn.preprocessing, nn.arrayInputShapeMapping)
+            (layers, preprocessing) = (nn.layers, nn.preprocessing)
         case .neuralNetworkClassifier(let nn)?:
-            (layers, preprocessing, arrayMapping) = (nn.layers, nn.preprocessing, nn.arrayInputShapeMapping)
+            (layers, preprocessing) = (nn.layers, nn.preprocessing)
             switch nn.classLabels {
             case .stringClassLabels(let l)?: labels = MLClassLabels(strings: l)
             case .int64ClassLabels(let l)?: labels = MLClassLabels(int64s: l)
@@ -78,21 +77,21 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         default:
             throw MLModelError(.invalidModel, "not a neural network")
         }
-        exactArrayMapping = arrayMapping == .exactArrayMapping
         threads = context.configuration.threadCount > 0 ? context.configuration.threadCount : NNThreads.cores
         _ = NNThreads.blas // OpenBLAS's thread count, set before any layer calls it
-        graph = try NNGraph(layers: layers, inputs: description.inputs.map(\.name), modelName: modelName, exactArrayMapping: exactArrayMapping)
+        graph = try NNGraph(layers: layers, inputs: description.inputs.map(\.name))
 
         var inputs: [Input] = []
         for feature in description.inputs {
             switch feature.type {
             case .multiArray:
                 let dims = feature.multiArrayConstraint?.shape ?? []
-                let declared = dims.isEmpty ? nil : try Self.blobShape(dims, exact: exactArrayMapping, feature: feature.name)
+                let declared = dims.isEmpty ? nil : try Self.blobShape(dims, feature: feature.name)
                 inputs.append(Input(name: feature.name, kind: .array, isOptional: feature.isOptional, declared: declared))
             case .image:
                 let pre = preprocessing.first { $0.featureName == feature.name || ($0.featureName.isEmpty && description.inputs.count == 1) }
-                inputs.append(Input(name: feature.name, kind: .image(try NNImageInput(feature: feature, preprocessing: pre)), isOptional: feature.isOptional))
+                let image = try NNImageInput(feature: feature, preprocessing: pre)
+                inputs.append(Input(name: feature.name, kind: .image(image), isOptional: feature.isOptional, declared: image.defaultShape))
             default:
                 throw MLModelError(.invalidModel, feature: feature.name, "neural network inputs must be multi-arrays or images, not \(feature.type)")
             }
@@ -137,22 +136,13 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         graph.fuseEpilogues(keeping: kept)
 
         // Plan the declared shapes now, so that shape errors are load errors.
-        var declared: [String: NNShape] = [:]
-        for (input, feature) in zip(inputs, description.inputs) {
-            switch input.kind {
-            case .array:
-                guard let shape = feature.multiArrayConstraint?.shape, !shape.isEmpty else { continue }
-                declared[input.name] = try Self.blobShape(shape, exact: exactArrayMapping, feature: input.name)
-            case .image(let image):
-                declared[input.name] = image.defaultShape
-            }
-        }
+        let declared = inputs.compactMap { input in input.declared.map { (input.name, $0) } }
         if declared.count == inputs.count {
-            defaultPlan = try plan(for: declared)
+            defaultPlan = try plan(for: Dictionary(uniqueKeysWithValues: declared))
         }
     }
 
-    static func blobShape(_ dims: [Int], exact: Bool, feature: String) throws -> NNShape {
+    static func blobShape(_ dims: [Int], feature: String) throws -> NNShape {
         do {
             return try NNShape(dims)
         } catch let e as MLModelError {
@@ -206,7 +196,7 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         for input in inputs {
             guard let value = row.featureValue(for: input.name), !value.isUndefined else {
                 // An optional array input left out (e.g. an RNN's initial state) is zeros.
-                if input.isOptional, let declared = input.declared {
+                if input.isOptional, case .array = input.kind, let declared = input.declared {
                     shapes[input.name] = declared
                     continue
                 }
@@ -215,7 +205,7 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
             switch input.kind {
             case .array:
                 guard let a = value.multiArrayValue else { throw MLModelError.featureType(input.name, "expected a multi-array") }
-                shapes[input.name] = try Self.blobShape(a.shape, exact: exactArrayMapping, feature: input.name)
+                shapes[input.name] = try Self.blobShape(a.shape, feature: input.name)
             case .image(let binding):
                 guard let image = value.imageValue else { throw MLModelError.featureType(input.name, "expected an image") }
                 shapes[input.name] = binding.shape(for: image)

@@ -19,7 +19,7 @@ final class NNGraph: @unchecked Sendable {
     private(set) var nodes: [Node]
     let inputs: [String]
 
-    init(layers: [CoreML_Specification_NeuralNetworkLayer], inputs: [String], modelName: String, exactArrayMapping: Bool) throws {
+    init(layers: [CoreML_Specification_NeuralNetworkLayer], inputs: [String]) throws {
         self.inputs = inputs
         var built: [Node] = []
         var producer: [String: String] = [:]
@@ -39,10 +39,9 @@ final class NNGraph: @unchecked Sendable {
                 }
                 producer[out] = name
             }
-            let context = NNLayerBuildContext(layerName: name, modelName: modelName, exactArrayMapping: exactArrayMapping)
             let layer: any NNLayer
             do {
-                layer = try builder(spec, context)
+                layer = try builder(spec)
             } catch let e as NNLayerError {
                 throw MLModelError(.invalidModel, "layer '\(name)' (\(type)): \(e.message)")
             }

@@ -111,14 +111,5 @@ public struct NNLayerError: Error, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// What a layer builder sees.
-public struct NNLayerBuildContext: Sendable {
-    public let layerName: String
-    /// The network's input blob names and declared shapes (for layers that check them).
-    public let modelName: String
-    /// The network's `arrayInputShapeMapping` is EXACT (Core ML 3 and later).
-    public let exactArrayMapping: Bool
-}
-
 /// Builds a layer from its spec. Throw `NNLayerError` for bad parameters.
-public typealias NNLayerBuilder = @Sendable (CoreML_Specification_NeuralNetworkLayer, NNLayerBuildContext) throws -> any NNLayer
+public typealias NNLayerBuilder = @Sendable (CoreML_Specification_NeuralNetworkLayer) throws -> any NNLayer

@@ -5,10 +5,10 @@ import Foundation
 /// Simple recurrent, LSTM (one and both directions) and GRU layers.
 enum RecurrentLayers {
     static let builders: [String: NNLayerBuilder] = [
-        "simpleRecurrent": { spec, _ in try SimpleRecurrentLayer(spec.simpleRecurrent, inputs: spec.input.count, outputs: spec.output.count) },
-        "gru": { spec, _ in try GRULayer(spec.gru, inputs: spec.input.count, outputs: spec.output.count) },
-        "uniDirectionalLstm": { spec, _ in try UniDirectionalLSTMLayer(spec.uniDirectionalLstm, inputs: spec.input.count, outputs: spec.output.count) },
-        "biDirectionalLstm": { spec, _ in try BiDirectionalLSTMLayer(spec.biDirectionalLstm, inputs: spec.input.count, outputs: spec.output.count) },
+        "simpleRecurrent": { spec in try SimpleRecurrentLayer(spec.simpleRecurrent, inputs: spec.input.count, outputs: spec.output.count) },
+        "gru": { spec in try GRULayer(spec.gru, inputs: spec.input.count, outputs: spec.output.count) },
+        "uniDirectionalLstm": { spec in try UniDirectionalLSTMLayer(spec.uniDirectionalLstm, inputs: spec.input.count, outputs: spec.output.count) },
+        "biDirectionalLstm": { spec in try BiDirectionalLSTMLayer(spec.biDirectionalLstm, inputs: spec.input.count, outputs: spec.output.count) },
     ]
 }
 

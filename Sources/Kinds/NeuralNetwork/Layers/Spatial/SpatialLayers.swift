@@ -3,19 +3,19 @@ import CortadoSpec
 /// The layers that move data: padding, crop, resize, reshape, permute, concat, split, slice.
 enum SpatialLayers {
     static let builders: [String: NNLayerBuilder] = [
-        "padding": { spec, _ in try PaddingLayer(spec.padding) },
-        "crop": { spec, _ in try CropLayer(spec.crop, inputs: spec.input.count) },
-        "upsample": { spec, _ in try UpsampleLayer(spec.upsample) },
-        "resizeBilinear": { spec, _ in try ResizeBilinearLayer(spec.resizeBilinear) },
-        "cropResize": { spec, _ in try CropResizeLayer(spec.cropResize) },
-        "reshape": { spec, _ in try ReshapeLayer(spec.reshape) },
-        "flatten": { spec, _ in try FlattenLayer(spec.flatten) },
-        "permute": { spec, _ in try PermuteLayer(spec.permute) },
-        "reorganizeData": { spec, _ in try ReorganizeDataLayer(spec.reorganizeData) },
-        "concat": { spec, _ in try ConcatLayer(spec.concat, inputs: spec.input.count) },
-        "split": { spec, _ in try SplitLayer(spec.split, outputs: spec.output.count) },
-        "slice": { spec, _ in try SliceLayer(spec.slice) },
-        "sequenceRepeat": { spec, _ in SequenceRepeatLayer(spec.sequenceRepeat) },
+        "padding": { spec in try PaddingLayer(spec.padding) },
+        "crop": { spec in try CropLayer(spec.crop, inputs: spec.input.count) },
+        "upsample": { spec in try UpsampleLayer(spec.upsample) },
+        "resizeBilinear": { spec in try ResizeBilinearLayer(spec.resizeBilinear) },
+        "cropResize": { spec in try CropResizeLayer(spec.cropResize) },
+        "reshape": { spec in try ReshapeLayer(spec.reshape) },
+        "flatten": { spec in try FlattenLayer(spec.flatten) },
+        "permute": { spec in try PermuteLayer(spec.permute) },
+        "reorganizeData": { spec in try ReorganizeDataLayer(spec.reorganizeData) },
+        "concat": { spec in try ConcatLayer(spec.concat, inputs: spec.input.count) },
+        "split": { spec in try SplitLayer(spec.split, outputs: spec.output.count) },
+        "slice": { spec in try SliceLayer(spec.slice) },
+        "sequenceRepeat": { spec in SequenceRepeatLayer(spec.sequenceRepeat) },
     ]
 }
 
