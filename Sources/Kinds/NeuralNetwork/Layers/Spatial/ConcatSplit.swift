@@ -159,14 +159,7 @@ final class SliceLayer: NNLayer, @unchecked Sendable {
                     NNCopy.rows(x + plane * hw + first * w, pitch: stride * w, to: dst, pitch: ow, rows: oh, width: ow)
                 case .width:
                     let src = x + plane * hw + first
-                    for r in 0..<oh {
-                        let s = src + r * w, d = dst + r * ow
-                        if stride == 1 {
-                            d.update(from: s, count: ow)
-                        } else {
-                            for q in 0..<ow { d[q] = s[q * stride] }
-                        }
-                    }
+                    for r in 0..<oh { NNCopy.strided(src + r * w, stride: stride, to: dst + r * ow, count: ow) }
                 }
             }
         }

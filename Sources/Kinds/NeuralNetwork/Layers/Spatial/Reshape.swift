@@ -173,14 +173,7 @@ final class PermuteLayer: NNLayer, @unchecked Sendable {
                 let i1 = item % o1, b = (item / o1) % batch, i0 = item / (o1 * batch)
                 let src = x + i0 * st0 + b * inBatch + i1 * st1
                 let dst = y + item * o2 * o3
-                for i2 in 0..<o2 {
-                    let s = src + i2 * st2, d = dst + i2 * o3
-                    if st3 == 1 {
-                        d.update(from: s, count: o3)
-                    } else {
-                        for i3 in 0..<o3 { d[i3] = s[i3 * st3] }
-                    }
-                }
+                for i2 in 0..<o2 { NNCopy.strided(src + i2 * st2, stride: st3, to: dst + i2 * o3, count: o3) }
             }
         }
     }

@@ -32,6 +32,16 @@ enum NNCopy {
         for r in 0..<rows { (dst + r * dstPitch).update(from: src + r * srcPitch, count: width) }
     }
 
+    /// Copies `count` floats taken every `stride` floats from `src` into contiguous `dst`.
+    @inline(__always)
+    static func strided(_ src: UnsafePointer<Float>, stride: Int, to dst: UnsafeMutablePointer<Float>, count: Int) {
+        if stride == 1 {
+            dst.update(from: src, count: count)
+        } else {
+            for i in 0..<count { dst[i] = src[i * stride] }
+        }
+    }
+
     /// Transposes a `rows × cols` matrix into a `cols × rows` one.
     @inline(__always)
     static func transpose(_ src: UnsafePointer<Float>, rows: Int, cols: Int, to dst: UnsafeMutablePointer<Float>) {
