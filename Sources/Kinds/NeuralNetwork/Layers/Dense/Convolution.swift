@@ -132,6 +132,13 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
         }
     }
 
+    /// The indices `o` in `0..<count` with `o * stride + offset` inside `[0, limit)`, as `lo..<hi`.
+    @inline(__always) static func inside(count: Int, stride: Int, offset: Int, limit: Int) -> (Int, Int) {
+        let lo = Swift.min(count, Swift.max(0, (-offset + stride - 1) / stride))
+        let hi = Swift.max(lo, Swift.min(count, (limit - 1 - offset) >= 0 ? (limit - 1 - offset) / stride + 1 : 0))
+        return (lo, hi)
+    }
+
     var inputChannels: Int { deconvolution ? kernelChannels : kernelChannels * groups }
 
     func outputShapes(_ inputs: [NNShape]) throws -> [NNShape] {
@@ -274,8 +281,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
                 for j in 0..<kw {
                     let dx = j * dw - g.offW
                     // Output columns whose input column lies inside [0, w).
-                    let lo = Swift.min(outW, Swift.max(0, (-dx + sw - 1) / sw))
-                    let hi = Swift.max(lo, Swift.min(outW, (w - 1 - dx) >= 0 ? (w - 1 - dx) / sw + 1 : 0))
+                    let (lo, hi) = Self.inside(count: outW, stride: sw, offset: dx, limit: w)
                     for oh in rows {
                         let row = dst + (oh - rows.lowerBound) * outW
                         let ih = oh * sh - g.offH + i * dh
@@ -341,8 +347,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
                 for j in 0..<kw {
                     let dx = j * dw - g.offW
                     // Input columns whose output column lies inside [0, outW).
-                    let lo = Swift.min(w, Swift.max(0, (-dx + sw - 1) / sw))
-                    let hi = Swift.max(lo, Swift.min(w, (outW - 1 - dx) >= 0 ? (outW - 1 - dx) / sw + 1 : 0))
+                    let (lo, hi) = Self.inside(count: w, stride: sw, offset: dx, limit: outW)
                     for ih in 0..<h {
                         let oh = ih * sh + i * dh - g.offH
                         guard oh >= 0, oh < outH else { continue }
