@@ -19,7 +19,6 @@ import numpy as np  # noqa: E402  (after the thread settings on purpose)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_BIN = os.path.join(ROOT, ".build", "release")
-BUILD_HINT = "swift build -c release --product cortado-bench"
 
 
 def quiet_coremltools():
@@ -28,12 +27,14 @@ def quiet_coremltools():
     logging.getLogger("coremltools").setLevel(logging.ERROR)
 
 
-def resolve_bin(path):
-    """`--bin` takes the build folder (`.build/release`, what `make bench` passes) or the
-    `cortado-bench` executable itself. Exits with a build hint when it is not there."""
-    candidate = os.path.join(path, "cortado-bench") if os.path.isdir(path) else path
+def resolve_bin(path, name="cortado-bench"):
+    """`--bin` takes the build folder (`.build/release`, what `make bench` passes) or an
+    executable in it; returns the executable `name` there. Exits with a build hint when it is
+    not there."""
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    candidate = os.path.join(folder, name)
     if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
-        sys.exit(f"no cortado-bench executable at {candidate}; build it with: {BUILD_HINT}")
+        sys.exit(f"no {name} executable at {candidate}; build it with: swift build -c release --product {name}")
     return candidate
 
 

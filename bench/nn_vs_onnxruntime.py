@@ -39,6 +39,7 @@ import common  # noqa: E402  (pins numpy's own BLAS to one thread before numpy l
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(common.ROOT, "Tests", "NeuralNetwork"))
+from nnharness import array_json  # noqa: E402
 
 TINY_YOLO_CONVS = [  # (cin, cout, k, input h = w)
     (3, 16, 3, 416), (16, 32, 3, 208), (32, 64, 3, 104), (64, 128, 3, 52), (128, 256, 3, 26),
@@ -53,19 +54,10 @@ def conv_flops(cin, cout, k, hw):
 TINY_YOLO_FLOPS = sum(conv_flops(*c) for c in TINY_YOLO_CONVS)
 
 
-def resolve_cortado(path):
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    exe = os.path.join(folder, "cortado")
-    if not os.access(exe, os.X_OK):
-        sys.exit(f"no cortado executable at {exe}; build it with: swift build -c release --product cortado")
-    return exe
-
-
 def write_rows(path, name, arrays):
     with open(path, "w") as f:
         for a in arrays:
-            a = np.asarray(a, dtype=np.float64)
-            f.write(json.dumps({name: {"shape": list(a.shape), "dataType": "DOUBLE", "data": a.reshape(-1).tolist()}}) + "\n")
+            f.write(json.dumps({name: array_json(a)}) + "\n")
 
 
 def cortado_report(exe, model, rows, threads, batch, iterations, warmup):
@@ -82,14 +74,6 @@ def cortado_predict(exe, model, rows):
     if done.returncode != 0:
         sys.exit(f"cortado predict failed: {done.stderr.strip()}")
     return [json.loads(l) for l in done.stdout.splitlines() if l.strip()]
-
-
-def ort_session(model_bytes, threads):
-    import onnxruntime as ort
-    o = ort.SessionOptions()
-    o.intra_op_num_threads = threads
-    o.inter_op_num_threads = 1
-    return ort.InferenceSession(model_bytes, o, providers=["CPUExecutionProvider"])
 
 
 def time_ort(session, feeds, iterations, warmup):
@@ -223,19 +207,19 @@ def main():
     p.add_argument("--keep", help="folder to keep the models and rows in")
     p.add_argument("--summary", help="write the results as JSON here (bench/run_all.py reads it)")
     a = p.parse_args()
-    exe = resolve_cortado(a.bin)
+    exe = common.resolve_bin(a.bin, "cortado")
     common.quiet_coremltools()
-    from test_tiny_yolo import INPUT, build_coreml, build_onnx, tiny_yolo_weights
+    from test_tiny_yolo import INPUT, build_coreml, build_onnx, onnx_session, tiny_yolo_weights
 
     work = a.keep or tempfile.mkdtemp(prefix="cortado-nn-")
     os.makedirs(work, exist_ok=True)
     weights = tiny_yolo_weights(0)
     yolo_path = os.path.join(work, "tiny_yolo.mlmodel")
     save(build_coreml(weights).spec, yolo_path)
-    yolo_onnx = build_onnx(weights).SerializeToString()
+    yolo_onnx = build_onnx(weights)
     yolo_onnx_path = os.path.join(work, "tiny_yolo.onnx")
     with open(yolo_onnx_path, "wb") as f:
-        f.write(yolo_onnx)
+        f.write(yolo_onnx.SerializeToString())
     image = np.random.default_rng(1).uniform(0, 1, size=(1, *INPUT)).astype(np.float32)
     yolo_rows = os.path.join(work, "tiny_yolo_rows.jsonl")
     write_rows(yolo_rows, "image", [image[0]])
@@ -249,10 +233,10 @@ def main():
 
     # Agreement, once.
     got = np.asarray(cortado_predict(exe, yolo_path, yolo_rows)[0]["grid"]["data"]).reshape(125, 13, 13)
-    ref = ort_session(yolo_onnx, 1).run(None, {"image": image})[0][0]
+    ref = onnx_session(yolo_onnx, 1).run(None, {"image": image})[0][0]
     yolo_err = float(np.abs(got - ref).max() / np.abs(ref).max())
     got = np.stack([np.asarray(o["y"]["data"]) for o in cortado_predict(exe, mlp_path, mlp_rows)])
-    ref = ort_session(mlp_onnx.SerializeToString(), 1).run(None, {"x": mlp_x})[0]
+    ref = onnx_session(mlp_onnx, 1).run(None, {"x": mlp_x})[0]
     mlp_err = float((np.abs(got - ref) / np.maximum(1, np.abs(ref))).max())
     agree = yolo_err <= 1e-3 and mlp_err <= 1e-4
     print(f"agreement: Tiny YOLO max|diff|/max|out| {yolo_err:.2g} (limit 1e-3); MLP max rel {mlp_err:.2g} (limit 1e-4)")
@@ -263,13 +247,13 @@ def main():
         # Tiny YOLO, batch 1.
         reports = [cortado_report(exe, yolo_path, yolo_rows, t, 1, it, 3) for _ in range(a.repeat)]
         c_lat = float(np.median([r["medianSeconds"] for r in reports]))
-        s = ort_session(yolo_onnx, t)
+        s = onnx_session(yolo_onnx, t)
         o_lat = median_of(lambda: time_ort(s, {"image": image}, it, 3), a.repeat)
         results.append(dict(case="Tiny YOLO batch 1", threads=t, rows=1, cortado_seconds=c_lat, ort_seconds=o_lat,
                             load_seconds=float(np.median([r["loadSeconds"] for r in reports])),
                             peak_rss=int(np.median([r["peakRSSBytes"] for r in reports]))))
         # MLP, batch 1 and 256.
-        ms = ort_session(mlp_onnx.SerializeToString(), t)
+        ms = onnx_session(mlp_onnx, t)
         for batch in (1, 256):
             iters = it * 10 if batch == 1 else it * 2
             reports = [cortado_report(exe, mlp_path, mlp_rows, t, batch, iters, 20) for _ in range(a.repeat)]
