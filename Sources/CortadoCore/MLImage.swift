@@ -57,6 +57,11 @@ public struct MLImage: Sendable, Equatable {
         self.cropAndScale = cropAndScale
     }
 
+    /// The `i`-th little-endian half float of `raw` (a GRAY16F pixel, or half-float weights).
+    @inline(__always) public static func half(_ raw: UnsafeRawPointer, _ i: Int) -> Float {
+        Float(Float16(bitPattern: UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: 2 * i, as: UInt16.self))))
+    }
+
     /// Whether the size is one `constraint` allows as it is (no resizing).
     public func fits(_ constraint: MLImageConstraint) -> Bool {
         if !constraint.enumeratedSizes.isEmpty {

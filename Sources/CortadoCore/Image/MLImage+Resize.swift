@@ -94,7 +94,7 @@ extension MLImage {
                                      rowLength: Int, ox: Int, oy: Int, xs: [Tap], ys: [Tap]) {
         let s = UnsafeRawPointer(src.baseAddress!)
         let d = UnsafeMutableRawPointer(dst.baseAddress!)
-        func at(_ i: Int) -> Float { Float(Float16(bitPattern: UInt16(littleEndian: s.loadUnaligned(fromByteOffset: 2 * i, as: UInt16.self)))) }
+        func at(_ i: Int) -> Float { MLImage.half(s, i) }
         for (y, ty) in ys.enumerated() {
             for (x, tx) in xs.enumerated() {
                 let top = at(ty.i0 * width + tx.i0) + tx.t * (at(ty.i0 * width + tx.i1) - at(ty.i0 * width + tx.i0))

@@ -301,7 +301,7 @@ public enum MLFeatureJSON {
             img.data.withUnsafeBytes { raw in
                 for i in 0..<img.width * img.height {
                     if i > 0 { out += "," }
-                    number(Float(Float16(bitPattern: UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: 2 * i, as: UInt16.self)))), into: &out)
+                    number(MLImage.half(raw.baseAddress!, i), into: &out)
                 }
             }
         } else {

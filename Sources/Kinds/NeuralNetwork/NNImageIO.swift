@@ -113,10 +113,7 @@ struct NNImageInput {
                 for c in 0..<shape.c {
                     let d = out + c * plane
                     let (s, b) = (scale[c], bias[c])
-                    for i in 0..<plane {
-                        let bits = UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: 2 * i, as: UInt16.self))
-                        d[i] = Float(Float16(bitPattern: bits)) * s + b
-                    }
+                    for i in 0..<plane { d[i] = MLImage.half(raw, i) * s + b }
                 }
             }
         }

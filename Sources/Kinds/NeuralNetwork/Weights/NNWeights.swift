@@ -57,8 +57,7 @@ public enum NNWeights {
 
     /// Little-endian IEEE half floats.
     static func halfFloats(_ data: Data) -> [Float] {
-        let bytes = [UInt8](data)
-        return (0..<bytes.count / 2).map { i in Float(Float16(bitPattern: UInt16(bytes[2 * i]) | UInt16(bytes[2 * i + 1]) << 8)) }
+        data.withUnsafeBytes { raw in (0..<raw.count / 2).map { MLImage.half(raw.baseAddress!, $0) } }
     }
 
     static func raw(_ w: CoreML_Specification_WeightParams, expected: Int?, channels: Int, name: String) throws -> [Float] {
