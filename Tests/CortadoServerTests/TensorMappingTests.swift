@@ -153,7 +153,7 @@ final class TensorMappingTests: XCTestCase {
 
     func testBytesRoundTrip() throws {
         let strings = ["", "a", "naïve", String(repeating: "x", count: 300)]
-        var data = Data()
+        var data: [UInt8] = []
         for s in strings { TensorBytes.append(Array(s.utf8), to: &data) }
         XCTAssertEqual(Array(data.prefix(9)), [0, 0, 0, 0, 1, 0, 0, 0, UInt8(ascii: "a")], "little-endian lengths")
         let split = try data.withUnsafeBytes { (raw) throws(GRPCStatus) in try TensorBytes.split(raw, name: "s") }

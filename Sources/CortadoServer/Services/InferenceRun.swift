@@ -234,36 +234,58 @@ struct InferenceRun {
 
     // MARK: outputs
 
-    /// The response for the rows' results, serialized: SwiftProtobuf writes the other fields,
-    /// then each `raw_output_contents` entry (field 6) is appended as is, so output bytes are
-    /// copied once from the model's (or the pool's) arrays into the message.
-    func serializedResponse(_ results: [MLFeatureProvider]) throws -> [UInt8] {
-        var response = try respond(results)
-        let raw = response.rawOutputContents
-        response.rawOutputContents = []
-        var bytes: [UInt8] = try response.serializedBytes()
-        bytes.reserveCapacity(bytes.count + raw.reduce(0) { $0 + $1.count + 11 })
-        for data in raw {
-            bytes.append(0x32)  // field 6, length-delimited
-            var n = UInt64(data.count)
-            while n >= 0x80 {
-                bytes.append(UInt8(truncatingIfNeeded: n) | 0x80)
-                n >>= 7
-            }
-            bytes.append(UInt8(n))
-            bytes.append(contentsOf: data)
-        }
-        return bytes
+    /// One output tensor of a response; its bytes are `bytes` of the response's shared raw
+    /// buffer (empty when they went to the client's shared memory).
+    struct OutputTensor {
+        var name: String
+        var datatype: String
+        var shape: [Int64]
+        /// Only set for shared-memory outputs (region and byte size).
+        var parameters: [String: Inference_InferParameter] = [:]
+        var bytes: Range<Int>
     }
 
-    /// The response for the rows' results (in row order).
+    /// The response for the rows' results (in row order), serialized by hand
+    /// (`ProtobufWriter`): model name, version and id, then each output's description
+    /// (field 5), then each output's bytes (field 6), copied once from the model's (or the
+    /// pool's) arrays into the message.
+    func serializedResponse(_ results: [MLFeatureProvider]) throws -> [UInt8] {
+        let (tensors, raw) = try outputs(results)
+        var w = ProtobufWriter(capacity: 64 + raw.count + tensors.count * 48)
+        w.string(1, served.name)
+        w.string(2, served.version)
+        w.string(3, request.id)
+        for t in tensors {
+            // Parameters are rare (shared memory only): SwiftProtobuf writes those map entries.
+            var extra: [UInt8] = []
+            if !t.parameters.isEmpty {
+                var only = Inference_ModelInferResponse.InferOutputTensor()
+                only.parameters = t.parameters
+                extra = try only.serializedBytes()
+            }
+            w.lengthDelimited(5, length: ProtobufWriter.stringFieldSize(1, t.name) + ProtobufWriter.stringFieldSize(2, t.datatype)
+                                         + ProtobufWriter.packedInt64FieldSize(3, t.shape) + extra.count)
+            w.string(1, t.name)
+            w.string(2, t.datatype)
+            w.packedInt64(3, t.shape)
+            w.bytes.append(contentsOf: extra)
+        }
+        raw.withUnsafeBytes { all in
+            for t in tensors { w.bytesField(6, UnsafeRawBufferPointer(rebasing: all[t.bytes])) }
+        }
+        return w.bytes
+    }
+
+    /// The response as a message (what `serializedResponse` wrote, read back).
     func respond(_ results: [MLFeatureProvider]) throws -> Inference_ModelInferResponse {
+        try Inference_ModelInferResponse(serializedBytes: serializedResponse(results))
+    }
+
+    /// The requested outputs (all, when the request names none), their bytes in one buffer;
+    /// shared-memory outputs are written to the client's region.
+    func outputs(_ results: [MLFeatureProvider]) throws -> (tensors: [OutputTensor], raw: [UInt8]) {
         let model = served.model
         let mappings = served.tensorOutputs
-        var response = Inference_ModelInferResponse()
-        response.modelName = served.name
-        response.modelVersion = served.version
-        response.id = request.id
         let wanted: [(TensorMapping, Inference_ModelInferRequest.InferRequestedOutputTensor?)]
         if request.outputs.isEmpty {
             wanted = mappings.map { ($0, nil) }
@@ -275,40 +297,46 @@ struct InferenceRun {
                 return (m, requested)
             }
         }
+        var raw: [UInt8] = []
+        var tensors: [OutputTensor] = []
+        tensors.reserveCapacity(wanted.count)
         for (mapping, requested) in wanted {
-            var (tensor, data) = try encode(mapping, results, classification: requested.flatMap { parameterInt($0.parameters, "classification") })
+            let start = raw.count
+            var tensor = try encode(mapping, results, classification: requested.flatMap { parameterInt($0.parameters, "classification") }, into: &raw)
+            tensor.bytes = start..<raw.count
             if let requested, let region = parameterString(requested.parameters, "shared_memory_region") {
-                let size = parameterInt(requested.parameters, "shared_memory_byte_size") ?? data.count
-                guard size >= data.count else {
-                    throw bad("output '\(mapping.name)' needs \(data.count) bytes, its shared-memory slot holds \(size)")
+                let count = raw.count - start
+                let size = parameterInt(requested.parameters, "shared_memory_byte_size") ?? count
+                guard size >= count else {
+                    throw bad("output '\(mapping.name)' needs \(count) bytes, its shared-memory slot holds \(size)")
                 }
-                let span = try sharedMemory.span(region: region, offset: parameterInt(requested.parameters, "shared_memory_offset") ?? 0, byteSize: data.count)
-                data.withUnsafeBytes { if data.count > 0 { span.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: data.count) } }
+                let span = try sharedMemory.span(region: region, offset: parameterInt(requested.parameters, "shared_memory_offset") ?? 0, byteSize: count)
+                raw.withUnsafeBytes { if count > 0 { span.baseAddress!.copyMemory(from: $0.baseAddress! + start, byteCount: count) } }
+                raw.removeSubrange(start...)
                 var p = Inference_InferParameter()
                 p.stringParam = region
                 tensor.parameters["shared_memory_region"] = p
                 var s = Inference_InferParameter()
-                s.int64Param = Int64(data.count)
+                s.int64Param = Int64(count)
                 tensor.parameters["shared_memory_byte_size"] = s
-                data = Data()
+                tensor.bytes = start..<start
             }
-            response.outputs.append(tensor)
-            response.rawOutputContents.append(data)
+            tensors.append(tensor)
         }
-        return response
+        return (tensors, raw)
     }
 
-    private func encode(_ mapping: TensorMapping, _ results: [MLFeatureProvider], classification: Int?) throws -> (Inference_ModelInferResponse.InferOutputTensor, Data) {
-        var tensor = Inference_ModelInferResponse.InferOutputTensor()
-        tensor.name = mapping.name
+    /// Appends one output's bytes for every row to `data`; returns its description.
+    private func encode(_ mapping: TensorMapping, _ results: [MLFeatureProvider], classification: Int?, into data: inout [UInt8]) throws -> OutputTensor {
+        var tensor = OutputTensor(name: mapping.name, datatype: mapping.datatype, shape: [], bytes: 0..<0)
         let rows = results.count
-        var data = Data()
         func value(_ r: Int) throws -> MLFeatureValue {
             guard let v = results[r].featureValue(for: mapping.name) else {
                 throw GRPCStatus(.internal, "the model produced no value for output '\(mapping.name)'")
             }
             return v
         }
+        func append<T>(_ v: T) { withUnsafeBytes(of: v) { data.append(contentsOf: $0) } }
         if let k = classification {
             // Triton's classification extension: the top k classes as "score:index:label".
             guard case .probabilities(let labels) = mapping.kind else {
@@ -323,29 +351,28 @@ struct InferenceRun {
             }
             tensor.datatype = "BYTES"
             tensor.shape = [Int64(rows), Int64(top)]
-            return (tensor, data)
+            return tensor
         }
-        tensor.datatype = mapping.datatype
         switch mapping.kind {
         case .int64:
-            for r in 0..<rows { var v = try value(r).int64Value.littleEndian; withUnsafeBytes(of: &v) { data.append(contentsOf: $0) } }
+            for r in 0..<rows { append(try value(r).int64Value.littleEndian) }
             tensor.shape = [Int64(rows), 1]
         case .double:
-            for r in 0..<rows { var v = try value(r).doubleValue; withUnsafeBytes(of: &v) { data.append(contentsOf: $0) } }
+            for r in 0..<rows { append(try value(r).doubleValue) }
             tensor.shape = [Int64(rows), 1]
         case .string:
-            for r in 0..<rows { TensorBytes.append(Array(try value(r).stringValue.utf8), to: &data) }
+            for r in 0..<rows { TensorBytes.append(try value(r).stringValue.utf8, to: &data) }
             tensor.shape = [Int64(rows), 1]
         case .json:
             for r in 0..<rows {
                 var text = ""
                 MLFeatureJSON.encode(try value(r), into: &text)
-                TensorBytes.append(Array(text.utf8), to: &data)
+                TensorBytes.append(text.utf8, to: &data)
             }
             tensor.shape = [Int64(rows), 1]
         case .probabilities(let labels):
             for r in 0..<rows {
-                for p in probabilities(try value(r), labels: labels) { var v = p; withUnsafeBytes(of: &v) { data.append(contentsOf: $0) } }
+                for p in probabilities(try value(r), labels: labels) { append(p) }
             }
             tensor.shape = [Int64(rows), Int64(labels.count)]
         case .int64Sequence:
@@ -369,9 +396,9 @@ struct InferenceRun {
                     throw GRPCStatus(.failedPrecondition, "output '\(mapping.name)': rows produced arrays of different shapes; send rows one by one")
                 }
                 if array.isContiguous {
-                    data.append(UnsafeRawBufferPointer(start: array.dataPointer, count: array.count * array.dataType.size).bindMemory(to: UInt8.self))
+                    data.append(contentsOf: UnsafeRawBufferPointer(start: array.dataPointer, count: array.count * array.dataType.size))
                 } else {
-                    data.append(MultiArrayBytes.contiguousData(array))
+                    data.append(contentsOf: MultiArrayBytes.contiguousData(array))
                 }
             }
             tensor.datatype = TensorMapping.datatype(type ?? .double)
@@ -394,7 +421,7 @@ struct InferenceRun {
             let channels = format == .gray16f ? 1 : format.bytesPerPixel
             tensor.shape = [Int64(rows), Int64(first?.height ?? 0), Int64(first?.width ?? 0), Int64(channels)]
         }
-        return (tensor, data)
+        return tensor
     }
 
     private func probabilities(_ value: MLFeatureValue, labels: MLClassLabels) -> [Double] {

@@ -193,7 +193,7 @@ enum TensorBytes {
         return out
     }
 
-    static func append(_ element: some Collection<UInt8>, to out: inout Data) {
+    static func append(_ element: some Collection<UInt8>, to out: inout [UInt8]) {
         var n = UInt32(element.count).littleEndian
         withUnsafeBytes(of: &n) { out.append(contentsOf: $0) }
         out.append(contentsOf: element)
