@@ -47,3 +47,75 @@ final class ProtobufPeekTests: XCTestCase {
         }
     }
 }
+
+/// The hand-written ModelInferRequest decoder: what it takes must equal SwiftProtobuf's
+/// decode of the same bytes; what it does not take (parameters, typed contents, unknown
+/// fields, bad bytes) it hands back as nil, for SwiftProtobuf.
+final class ModelInferRequestDecoderTests: XCTestCase {
+    private func tensor(_ name: String, _ datatype: String, _ shape: [Int64]) -> Inference_ModelInferRequest.InferInputTensor {
+        var t = Inference_ModelInferRequest.InferInputTensor()
+        t.name = name
+        t.datatype = datatype
+        t.shape = shape
+        return t
+    }
+
+    private func assertSameAsSwiftProtobuf(_ bytes: [UInt8], file: StaticString = #filePath, line: UInt = #line) throws {
+        let reference = try Inference_ModelInferRequest(serializedBytes: bytes)
+        let fast = try XCTUnwrap(ModelInferRequestDecoder.decode(bytes), "the fast decoder refused \(bytes.prefix(32))", file: file, line: line)
+        XCTAssertEqual(fast, reference, file: file, line: line)
+    }
+
+    func testCommonRequestsDecodeAsSwiftProtobufDoes() throws {
+        var request = Inference_ModelInferRequest()
+        try assertSameAsSwiftProtobuf(try request.serializedBytes())  // empty
+        request.modelName = "iris"
+        request.modelVersion = "12"
+        request.id = "naïve-call-∑"
+        request.inputs = [tensor("x", "FP64", [1, 20]), tensor("words", "BYTES", [-1, 3]), tensor("big", "INT64", [Int64.max, 0, 1 << 40])]
+        request.rawInputContents = [Data(repeating: 0xab, count: 160), Data(), Data((0..<300).map { UInt8($0 & 0xff) })]
+        var out = Inference_ModelInferRequest.InferRequestedOutputTensor()
+        out.name = "probabilities"
+        request.outputs = [out, Inference_ModelInferRequest.InferRequestedOutputTensor()]
+        try assertSameAsSwiftProtobuf(try request.serializedBytes())
+    }
+
+    func testUnpackedShapesAndRepeatedScalarsMerge() throws {
+        // Input tensor: name "x", shape as unpacked varints 2, 3 then a packed [4]; the
+        // request's model name given twice (the last wins).
+        let input: [UInt8] = [0x0a, 0x01, 0x78, 0x18, 0x02, 0x18, 0x03, 0x1a, 0x01, 0x04]
+        let bytes: [UInt8] = [0x0a, 0x01, 0x61, 0x2a, UInt8(input.count)] + input + [0x0a, 0x01, 0x62]
+        try assertSameAsSwiftProtobuf(bytes)
+        XCTAssertEqual(ModelInferRequestDecoder.decode(bytes)?.inputs.first?.shape, [2, 3, 4])
+        XCTAssertEqual(ModelInferRequestDecoder.decode(bytes)?.modelName, "b")
+    }
+
+    func testEverythingElseFallsBack() throws {
+        var p = Inference_InferParameter()
+        p.stringParam = "region"
+        var withParameters = Inference_ModelInferRequest()
+        withParameters.parameters["priority"] = p
+        var t = tensor("x", "FP32", [1])
+        t.parameters["shared_memory_region"] = p
+        var withTensorParameters = Inference_ModelInferRequest()
+        withTensorParameters.inputs = [t]
+        var typed = tensor("x", "FP32", [2])
+        typed.contents.fp32Contents = [1, 2]
+        var withContents = Inference_ModelInferRequest()
+        withContents.inputs = [typed]
+        var out = Inference_ModelInferRequest.InferRequestedOutputTensor()
+        out.name = "y"
+        out.parameters["classification"] = p
+        var withOutputParameters = Inference_ModelInferRequest()
+        withOutputParameters.outputs = [out]
+        for message in [withParameters, withTensorParameters, withContents, withOutputParameters] {
+            let bytes: [UInt8] = try message.serializedBytes()
+            XCTAssertNil(ModelInferRequestDecoder.decode(bytes), "\(message)")
+            XCTAssertNotNil(try? Inference_ModelInferRequest(serializedBytes: bytes))
+        }
+        // An unknown field (99, varint), a name that is not UTF-8, truncated and malformed bytes.
+        for bytes: [UInt8] in [[0x98, 0x06, 0x01], [0x0a, 0x02, 0xc3, 0x28], [0x0a, 0x05, 0x61], [0x3a], [0x08, 0x01], [0x80]] {
+            XCTAssertNil(ModelInferRequestDecoder.decode(bytes), "\(bytes)")
+        }
+    }
+}

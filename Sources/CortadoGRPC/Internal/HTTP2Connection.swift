@@ -138,7 +138,8 @@ final class HTTP2Connection {
             answer(stream, status: status, httpStatus: httpStatus)
             return
         }
-        if core.router.handler(for: stream.path) == nil {
+        stream.handler = core.router.handler(for: stream.path)
+        if stream.handler == nil {
             answer(stream, status: GRPCStatus(.unimplemented, core.router.missReason(for: stream.path)))
         }
     }
@@ -159,7 +160,7 @@ final class HTTP2Connection {
     /// The client finished sending: hand the call to its handler.
     func requestComplete(_ stream: HTTP2Stream) {
         guard !stream.answered, stream.call == nil else { return }
-        guard let handler = core.router.handler(for: stream.path) else {
+        guard let handler = stream.handler ?? core.router.handler(for: stream.path) else {
             answer(stream, status: GRPCStatus(.unimplemented, core.router.missReason(for: stream.path)))
             return
         }

@@ -10,6 +10,8 @@ final class HTTP2Stream {
     var badTimeout = false
     var metadata: [(name: String, value: String)] = []
     var reader: GRPCMessageReader
+    /// The path's handler, looked up once the headers are complete.
+    var handler: GRPCUnaryHandler?
     /// The call handed to a handler (nil until the request is complete).
     var call: GRPCServerCall?
     /// An answer was submitted to nghttp2 (after that, further request bytes are dropped).

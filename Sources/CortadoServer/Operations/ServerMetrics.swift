@@ -9,7 +9,16 @@ public final class ServerMetrics: @unchecked Sendable {
     public static let buckets: [Double] = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
     struct Key: Hashable { var model: String; var service: String; var code: GRPCStatus.Code }
-    struct Histogram { var counts = [UInt64](repeating: 0, count: ServerMetrics.buckets.count); var sum = 0.0; var count: UInt64 = 0 }
+    struct Histogram {
+        var counts = [UInt64](repeating: 0, count: ServerMetrics.buckets.count)
+        var sum = 0.0
+        var count: UInt64 = 0
+        mutating func record(_ seconds: Double, bucket: Int?) {
+            if let bucket { counts[bucket] += 1 }
+            sum += seconds
+            count += 1
+        }
+    }
     struct HistogramKey: Hashable { var model: String; var service: String }
 
     private let lock = NSLock()
@@ -21,12 +30,9 @@ public final class ServerMetrics: @unchecked Sendable {
     public func observe(model: String, service: String, code: GRPCStatus.Code, seconds: Double) {
         lock.lock()
         requests[Key(model: model, service: service, code: code), default: 0] += 1
-        let hk = HistogramKey(model: model, service: service)
-        var h = latency[hk] ?? Histogram()
-        if let i = Self.buckets.firstIndex(where: { seconds <= $0 }) { h.counts[i] += 1 }
-        h.sum += seconds
-        h.count += 1
-        latency[hk] = h
+        // In place: a copy out and back would reallocate the bucket array on every call.
+        let bucket = Self.buckets.firstIndex(where: { seconds <= $0 })
+        latency[HistogramKey(model: model, service: service), default: Histogram()].record(seconds, bucket: bucket)
         lock.unlock()
     }
 

@@ -228,7 +228,9 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
         guard let served = c.admit(Inference_ModelInferRequest.self, call, service: service) else { return }
         let state = JobState<InferenceRun>()
         c.infer(call, model: served, service: service, rows: {
-            let run = InferenceRun(request: try c.decode(Inference_ModelInferRequest.self, call), served: served, sharedMemory: c.sharedMemory)
+            // The hand-written decoder takes the common form of the request, SwiftProtobuf the rest.
+            let request = try ModelInferRequestDecoder.decode(call.request) ?? c.decode(Inference_ModelInferRequest.self, call)
+            let run = InferenceRun(request: request, served: served, sharedMemory: c.sharedMemory)
             state.value = run
             return try run.rows()
         }, encode: { results in

@@ -1,4 +1,68 @@
 import CortadoGRPC
+import CortadoServerProtos
+import Foundation
+
+/// A cursor over protobuf wire-format bytes: the few steps the hand-written readers below
+/// need. Every step returns nil on malformed input instead of throwing, so a caller can fall
+/// back to SwiftProtobuf for the error message.
+struct ProtobufReader {
+    let buffer: UnsafeRawBufferPointer
+    var offset = 0
+
+    init(_ buffer: UnsafeRawBufferPointer) { self.buffer = buffer }
+
+    var atEnd: Bool { offset >= buffer.count }
+
+    mutating func varint() -> UInt64? {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        while offset < buffer.count, shift < 64 {
+            let byte = buffer[offset]
+            offset += 1
+            value |= UInt64(byte & 0x7f) << shift
+            if byte < 0x80 { return value }
+            shift += 7
+        }
+        return nil
+    }
+
+    /// The next field's number and wire type.
+    mutating func key() -> (field: UInt64, wire: UInt64)? {
+        guard let key = varint(), key >> 3 > 0 else { return nil }
+        return (key >> 3, key & 7)
+    }
+
+    /// The payload of a length-delimited field (its key already read).
+    mutating func lengthDelimited() -> UnsafeRawBufferPointer? {
+        guard let length = varint(), length <= UInt64(buffer.count - offset) else { return nil }
+        let start = offset
+        offset += Int(length)
+        return UnsafeRawBufferPointer(rebasing: buffer[start..<offset])
+    }
+
+    /// Skips a field's value by its wire type; false for groups and invalid types.
+    mutating func skip(wire: UInt64) -> Bool {
+        switch wire {
+        case 0: return varint() != nil
+        case 1:
+            guard buffer.count - offset >= 8 else { return false }
+            offset += 8
+            return true
+        case 5:
+            guard buffer.count - offset >= 4 else { return false }
+            offset += 4
+            return true
+        case 2: return lengthDelimited() != nil
+        default: return false  // groups (3, 4) appear in no message this server reads; 6, 7 are invalid
+        }
+    }
+
+    /// A string field's payload as a String; nil when it is not valid UTF-8.
+    mutating func string() -> String? {
+        guard let bytes = lengthDelimited() else { return nil }
+        return String(validating: bytes.bindMemory(to: UInt8.self), as: UTF8.self)
+    }
+}
 
 /// Reads the model name and version of a prediction request straight from its protobuf
 /// bytes, without decoding the message, so the loop thread can find the model and leave the
@@ -18,44 +82,15 @@ enum ProtobufPeek {
     /// INVALID_ARGUMENT when the bytes are not a well-formed message at the top level.
     static func modelRef(_ bytes: [UInt8], message: String) throws(GRPCStatus) -> ModelRef {
         var ref = ModelRef()
-        let ok = bytes.withUnsafeBufferPointer { buffer -> Bool in
-            var i = 0
-            let n = buffer.count
-            func varint() -> UInt64? {
-                var value: UInt64 = 0
-                var shift: UInt64 = 0
-                while i < n, shift < 64 {
-                    let byte = buffer[i]
-                    i += 1
-                    value |= UInt64(byte & 0x7f) << shift
-                    if byte < 0x80 { return value }
-                    shift += 7
-                }
-                return nil
-            }
-            while i < n {
-                guard let key = varint() else { return false }
-                let field = key >> 3
-                guard field > 0 else { return false }
-                switch key & 7 {
-                case 0:
-                    guard varint() != nil else { return false }
-                case 1:
-                    guard n - i >= 8 else { return false }
-                    i += 8
-                case 5:
-                    guard n - i >= 4 else { return false }
-                    i += 4
-                case 2:
-                    guard let length = varint(), length <= UInt64(n - i) else { return false }
-                    let start = i
-                    i += Int(length)
-                    if field == 1 || field == 2 {
-                        let text = String(decoding: UnsafeBufferPointer(rebasing: buffer[start..<i]), as: UTF8.self)
-                        if field == 1 { ref.name = text } else { ref.version = text }
-                    }
-                default:
-                    // Groups (3, 4) appear in no message this server takes; 6 and 7 are invalid.
+        let ok = bytes.withUnsafeBytes { raw -> Bool in
+            var r = ProtobufReader(raw)
+            while !r.atEnd {
+                guard let (field, wire) = r.key() else { return false }
+                if wire == 2 && (field == 1 || field == 2) {
+                    guard let text = r.lengthDelimited() else { return false }
+                    let s = String(decoding: text, as: UTF8.self)
+                    if field == 1 { ref.name = s } else { ref.version = s }
+                } else if !r.skip(wire: wire) {
                     return false
                 }
             }
@@ -65,5 +100,78 @@ enum ProtobufPeek {
             throw GRPCStatus(.invalidArgument, "the request is not a valid \(message) message: malformed protobuf")
         }
         return ref
+    }
+}
+
+/// A hand-written decoder for the ModelInferRequest every Open Inference Protocol call
+/// carries, for the common shape of one: names, ids, input tensors (name, datatype, shape)
+/// with raw contents, requested outputs by name. It fills the same generated struct
+/// SwiftProtobuf would, without its generic decoding machinery.
+///
+/// Anything else — request or tensor parameters (shared memory, classification), typed
+/// contents, unknown fields, malformed or non-UTF-8 bytes — returns nil, and the caller
+/// decodes with SwiftProtobuf (which also words the error for bad bytes).
+enum ModelInferRequestDecoder {
+    static func decode(_ bytes: [UInt8]) -> Inference_ModelInferRequest? {
+        bytes.withUnsafeBytes { raw -> Inference_ModelInferRequest? in
+            var r = ProtobufReader(raw)
+            var request = Inference_ModelInferRequest()
+            while !r.atEnd {
+                guard let (field, wire) = r.key(), wire == 2 else { return nil }
+                switch field {
+                case 1: guard let s = r.string() else { return nil }; request.modelName = s
+                case 2: guard let s = r.string() else { return nil }; request.modelVersion = s
+                case 3: guard let s = r.string() else { return nil }; request.id = s
+                case 5:
+                    guard let body = r.lengthDelimited(), let tensor = input(body) else { return nil }
+                    request.inputs.append(tensor)
+                case 6:
+                    guard let body = r.lengthDelimited(), let tensor = output(body) else { return nil }
+                    request.outputs.append(tensor)
+                case 7:
+                    guard let body = r.lengthDelimited() else { return nil }
+                    request.rawInputContents.append(Data(body))
+                default:
+                    return nil
+                }
+            }
+            return request
+        }
+    }
+
+    private static func input(_ bytes: UnsafeRawBufferPointer) -> Inference_ModelInferRequest.InferInputTensor? {
+        var r = ProtobufReader(bytes)
+        var tensor = Inference_ModelInferRequest.InferInputTensor()
+        while !r.atEnd {
+            guard let (field, wire) = r.key() else { return nil }
+            switch (field, wire) {
+            case (1, 2): guard let s = r.string() else { return nil }; tensor.name = s
+            case (2, 2): guard let s = r.string() else { return nil }; tensor.datatype = s
+            case (3, 2):
+                // Packed (proto3's default).
+                guard let packed = r.lengthDelimited() else { return nil }
+                var p = ProtobufReader(packed)
+                while !p.atEnd {
+                    guard let v = p.varint() else { return nil }
+                    tensor.shape.append(Int64(bitPattern: v))
+                }
+            case (3, 0):
+                guard let v = r.varint() else { return nil }
+                tensor.shape.append(Int64(bitPattern: v))
+            default:
+                return nil
+            }
+        }
+        return tensor
+    }
+
+    private static func output(_ bytes: UnsafeRawBufferPointer) -> Inference_ModelInferRequest.InferRequestedOutputTensor? {
+        var r = ProtobufReader(bytes)
+        var tensor = Inference_ModelInferRequest.InferRequestedOutputTensor()
+        while !r.atEnd {
+            guard let (field, wire) = r.key(), field == 1, wire == 2, let s = r.string() else { return nil }
+            tensor.name = s
+        }
+        return tensor
     }
 }
