@@ -18,8 +18,12 @@ public final class GRPCServerCall: @unchecked Sendable {
 
     private let completion: GRPCCallCompletion
     private let state = GRPCCallState()
-    /// Where the answer goes (loop thread only).
-    weak var connection: HTTP2Connection?
+    /// Where the answer goes (loop thread only). Strong, and cleared by the loop once the
+    /// final answer is delivered (or dropped): a weak reference would give the connection
+    /// a side table, and every retain and release of it — several per frame in the nghttp2
+    /// callbacks — would take the slow path. A connection that closed while a worker still
+    /// holds the call lives until that answer arrives, then goes.
+    var connection: HTTP2Connection?
     var streamID: Int32 = 0
 
     init(path: String, request: [UInt8], metadata: [(name: String, value: String)], deadline: UInt64?, completion: GRPCCallCompletion) {

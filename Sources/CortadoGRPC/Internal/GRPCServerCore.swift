@@ -21,6 +21,9 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
     // Shared with other threads, under the lock.
     private let lock = NSLock()
     private var answered: [(GRPCServerCall, GRPCCallResult)] = []
+    /// The loop's side of `answered` while it delivers, and the connections it wrote to.
+    private var delivering: [(GRPCServerCall, GRPCCallResult)] = []
+    private var touched: [HTTP2Connection] = []
     private var shutdownRequested = false
     private var inFlight = 0
     private var connectionTotal = 0
@@ -188,22 +191,26 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
     }
 
     private func wakeUp() {
-        let (batch, shutdown) = lock.withLock { () -> ([(GRPCServerCall, GRPCCallResult)], Bool) in
-            let batch = answered
-            answered.removeAll(keepingCapacity: true)
-            inFlight -= batch.reduce(0) { $0 + ($1.1.isFinal ? 1 : 0) }
-            return (batch, shutdownRequested)
+        // Swap the queue with the loop's spare array, so neither reallocates.
+        let shutdown = lock.withLock { () -> Bool in
+            swap(&answered, &delivering)
+            inFlight -= delivering.reduce(0) { $0 + ($1.1.isFinal ? 1 : 0) }
+            return shutdownRequested
         }
-        var touched: [ObjectIdentifier: HTTP2Connection] = [:]
-        for (call, result) in batch {
-            guard let connection = call.connection, !connection.closing else { continue }
+        touched.removeAll(keepingCapacity: true)
+        for (call, result) in delivering {
+            guard let connection = call.connection else { continue }
+            if result.isFinal { call.connection = nil }
+            guard !connection.closing else { continue }
             connection.deliver(call, streamID: call.streamID, result)
-            touched[ObjectIdentifier(connection)] = connection
+            if !touched.contains(where: { $0 === connection }) { touched.append(connection) }
         }
-        for connection in touched.values {
+        delivering.removeAll(keepingCapacity: true)
+        for connection in touched {
             connection.flush()
             if connection.goingAway && connection.streams.isEmpty { connection.closeAfterWrites() }
         }
+        touched.removeAll(keepingCapacity: true)
         if shutdown && !isDraining { beginDrain() }
         if isDraining { checkDrained() }
     }
