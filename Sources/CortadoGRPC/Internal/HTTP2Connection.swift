@@ -45,6 +45,9 @@ final class HTTP2Connection {
         guard nghttp2_option_new(&option) == 0, let option else { return false }
         defer { nghttp2_option_del(option) }
         nghttp2_option_set_max_send_header_block_length(option, 64 * 1024)
+        // gRPC uses no stream priorities: keep no closed streams for RFC 7540's priority tree
+        // (with SETTINGS_NO_RFC7540_PRIORITIES below, nghttp2 schedules streams without it).
+        nghttp2_option_set_no_closed_streams(option, 1)
         var session: OpaquePointer?
         let me = Unmanaged.passUnretained(self).toOpaque()
         guard nghttp2_session_server_new2(&session, callbacks, me, option) == 0, let session else { return false }
@@ -54,6 +57,7 @@ final class HTTP2Connection {
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: UInt32(config.maxConcurrentStreams)),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: UInt32(config.initialWindowSize)),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: 64 * 1024),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES.rawValue), value: 1),
         ]
         guard nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count) == 0 else { return false }
         // The connection-level window starts at 64 KiB whatever SETTINGS say; widen it.
