@@ -19,6 +19,21 @@ final class HTTP2Connection {
     /// Bytes read, after the frame filter.
     private var incoming: [UInt8] = []
     private var filter = HTTP2FrameFilter()
+    /// Header values seen lately on this connection (paths, content types): every call of a
+    /// client repeats them, and reusing the string spares an allocation per call.
+    private var recentValues: [String] = []
+    private var nextRecent = 0
+
+    /// A header value as a string, reused from `recentValues` when the bytes match.
+    func headerValue(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        for s in recentValues {
+            let same = s.utf8.withContiguousStorageIfAvailable { $0.count == bytes.count && (bytes.count == 0 || memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0) }
+            if same == true { return s }
+        }
+        let s = String(decoding: bytes, as: UTF8.self)
+        if recentValues.count < 8 { recentValues.append(s) } else { recentValues[nextRecent] = s; nextRecent = (nextRecent + 1) % 8 }
+        return s
+    }
 
     init(core: GRPCServerCore, tcp: UnsafeMutablePointer<uv_tcp_t>) {
         self.core = core

@@ -33,7 +33,7 @@ enum NGHTTP2Callbacks {
         // Headers every gRPC client sends and no handler reads: skip them without building strings.
         if HTTP2Stream.ignoredHeaders.contains(where: { $0.elementsEqual(nameBytes) }) { return 0 }
         stream.addHeader(name: String(decoding: nameBytes, as: UTF8.self),
-                         value: String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self))
+                         value: conn.headerValue(UnsafeBufferPointer(start: value, count: valueLength)))
         return 0
     }
 

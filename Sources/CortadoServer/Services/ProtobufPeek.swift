@@ -60,7 +60,10 @@ struct ProtobufReader {
     /// A string field's payload as a String; nil when it is not valid UTF-8.
     mutating func string() -> String? {
         guard let bytes = lengthDelimited() else { return nil }
-        return String(validating: bytes.bindMemory(to: UInt8.self), as: UTF8.self)
+        let utf8 = bytes.bindMemory(to: UInt8.self)
+        // Names and ids are nearly always ASCII: that check is cheap, full validation is not.
+        if utf8.allSatisfy({ $0 < 0x80 }) { return String(decoding: utf8, as: UTF8.self) }
+        return String(validating: utf8, as: UTF8.self)
     }
 }
 

@@ -14,7 +14,10 @@ import Foundation
 /// | dictionary output of a classifier's probabilities | FP64 [classes], in class-label order; or the classification extension |
 /// | other dictionaries, sequences | BYTES [1] holding the feature's JSON encoding (inputs and outputs); int64 sequences as INT64 [-1] |
 /// | image | UINT8 [H, W, C] pixels (C = 3 RGB, 1 gray; inputs also 4 BGRA), FP16 [H, W, 1] for half-float gray; inputs also BYTES [1] holding PNG or JPEG |
-struct TensorMapping {
+///
+/// A class (immutable), not a struct: requests copy mappings into their own lists, and a
+/// reference costs one retain where the struct's fields cost one each.
+final class TensorMapping: @unchecked Sendable {
     enum Kind {
         case int64
         case double
