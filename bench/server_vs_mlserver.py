@@ -20,7 +20,10 @@ Side by side in one script, on the same machine and the same models:
    core's C++ API, one completion-queue thread, the same pre-serialized ModelInfer), answers
    which transport costs the client less CPU per call: gRPC core or cortado-load's own libuv +
    nghttp2 client.
-5. h2load: the ceiling is nghttpd serving a 62-byte file at 16 connections × 16 streams; the
+5. The summary at concurrency 16: perf_analyzer's ratio, and Cortado measured by cortado-load
+   (which agrees with perf_analyzer where the server is the bottleneck, and does not
+   saturate its core where perf_analyzer does) against MLServer's perf_analyzer figure.
+6. h2load: the ceiling is nghttpd serving a 62-byte file at 16 connections × 16 streams; the
    same load replays one recorded ModelInfer request (the lightest gRPC client there is)
    against Cortado. Reported as a fraction of the ceiling.
 
@@ -36,6 +39,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -170,59 +174,73 @@ def client_cpu(cmd, env=None, timeout=300):
     return proc, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def clients_side_by_side(url, pid, load_bin, work, seconds, sample, model="logreg"):
-    """perf_analyzer, cortado-load and a gRPC-core client, one after the other, same model and
-    concurrency, the server on CPU 0 and the client on CPU 1."""
+def clients_side_by_side(url, pid, load_bin, work, seconds, sample, model="logreg", rounds=3):
+    """perf_analyzer, cortado-load and a gRPC-core client, same model and concurrency, the
+    server on CPU 0 and the client on CPU 1, in `rounds` rounds that alternate the clients (so
+    each meets the same background load); medians per client."""
     if not shutil.which("taskset") or (os.cpu_count() or 1) < 2:
         return {"error": ["needs taskset and 2 CPUs"]}
-    subprocess.run(["taskset", "-a", "-p", "-c", "0", str(pid)], capture_output=True)
-    out = {}
-    try:
+    core = grpc_core_client(work)
+    body = infer_request_body(work, model, sample, framed=False)
+
+    def run_perf_analyzer():
         csv_path = os.path.join(work, f"pa-pinned-{model}.csv")
         t0 = time.time()
         proc, cpu = client_cpu(["taskset", "-c", "1", PERF, "-m", model, "-u", url, "-i", "grpc", "-b", "1",
                                 "--concurrency-range", "16", "--measurement-interval", str(int(seconds * 1000)),
                                 "--max-trials", "8", "--stability-percentage", "25", "-f", csv_path], env=perf_env())
         wall = time.time() - t0
-        if proc.returncode == 0:
-            with open(csv_path) as fh:
-                row = next(csv.DictReader(fh))
-            out["perf_analyzer"] = {"throughput": float(row["Inferences/Second"]), "p50_us": float(row["p50 latency"]),
-                                    "cpu_percent": 100 * cpu / wall}
-        else:
-            out["perf_analyzer"] = {"error": (proc.stdout + proc.stderr).strip().splitlines()[-2:]}
+        if proc.returncode != 0:
+            return {"error": (proc.stdout + proc.stderr).strip().splitlines()[-2:]}
+        with open(csv_path) as fh:
+            row = next(csv.DictReader(fh))
+        return {"throughput": float(row["Inferences/Second"]), "p50_us": float(row["p50 latency"]), "cpu_percent": 100 * cpu / wall}
+
+    def run_cortado_load():
         csv_path = os.path.join(work, f"load-pinned-{model}.csv")
         proc, _ = client_cpu(["taskset", "-c", "1", load_bin, "--target", url, "--model", model, "--api", "oip",
                               "--concurrency", "16", "--connections", "1", "--duration", str(seconds * 3), "--warmup", "1",
                               "--quiet", "--csv", csv_path])
-        if proc.returncode == 0 and os.path.exists(csv_path):
-            with open(csv_path) as fh:
-                row = next(csv.DictReader(fh))
-            out["cortado-load"] = {"throughput": float(row["throughput_per_s"]), "p50_us": 1000 * float(row["p50_ms"]),
-                                   "cpu_percent": float(row["cpu_percent"]), "failed": int(row["failed"])}
-        else:
-            out["cortado-load"] = {"error": (proc.stdout + proc.stderr).strip().splitlines()[-2:]}
-        core = grpc_core_client(work)
+        if proc.returncode != 0 or not os.path.exists(csv_path):
+            return {"error": (proc.stdout + proc.stderr).strip().splitlines()[-2:]}
+        with open(csv_path) as fh:
+            row = next(csv.DictReader(fh))
+        return {"throughput": float(row["throughput_per_s"]), "p50_us": 1000 * float(row["p50_ms"]),
+                "cpu_percent": float(row["cpu_percent"]), "failed": int(row["failed"])}
+
+    def run_grpc_core():
         if core is None:
-            out["grpc-core"] = {"error": ["no g++ or grpc++ (scripts/setup-bench.sh installs libgrpc++-dev)"]}
-        else:
-            body = infer_request_body(work, model, sample, framed=False)
-            proc = subprocess.run(["taskset", "-c", "1", core, "--target", url, "--request", body, "--concurrency", "16",
-                                   "--duration", str(seconds * 3), "--warmup", "1"], capture_output=True, text=True, timeout=300)
-            try:
-                r = json.loads(proc.stdout.strip().splitlines()[-1])
-                out["grpc-core"] = {"throughput": r["throughput"], "p50_us": r["p50_us"], "cpu_percent": r["cpu_percent"],
-                                    "failed": r["failed"]}
-                if proc.returncode != 0:
-                    out["grpc-core"] = {"error": [f"{r['failed']} failed calls: {r['first_error']}"]}
-            except (IndexError, ValueError, KeyError):
-                out["grpc-core"] = {"error": (proc.stdout + proc.stderr).strip().splitlines()[-2:]}
+            return {"error": ["no g++ or grpc++ (scripts/setup-bench.sh installs libgrpc++-dev)"]}
+        proc = subprocess.run(["taskset", "-c", "1", core, "--target", url, "--request", body, "--concurrency", "16",
+                               "--duration", str(seconds * 3), "--warmup", "1"], capture_output=True, text=True, timeout=300)
+        try:
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            if proc.returncode != 0:
+                return {"error": [f"{r['failed']} failed calls: {r['first_error']}"]}
+            return {"throughput": r["throughput"], "p50_us": r["p50_us"], "cpu_percent": r["cpu_percent"], "failed": r["failed"]}
+        except (IndexError, ValueError, KeyError):
+            return {"error": (proc.stdout + proc.stderr).strip().splitlines()[-2:]}
+
+    clients = {"perf_analyzer": run_perf_analyzer, "cortado-load": run_cortado_load, "grpc-core": run_grpc_core}
+    runs = {name: [] for name in clients}
+    subprocess.run(["taskset", "-a", "-p", "-c", "0", str(pid)], capture_output=True)
+    try:
+        for _ in range(rounds):
+            for name, run in clients.items():
+                runs[name].append(run())
     finally:
         subprocess.run(["taskset", "-a", "-p", "-c", "0-%d" % ((os.cpu_count() or 1) - 1), str(pid)], capture_output=True)
-    for r in out.values():
-        if "throughput" in r and r["throughput"] > 0:
-            # The client's CPU per call: what a transport costs, whatever the server's speed.
-            r["cpu_us_per_call"] = 1e4 * r["cpu_percent"] / r["throughput"]
+    out = {}
+    for name, results in runs.items():
+        good = [r for r in results if "error" not in r]
+        if not good:
+            out[name] = results[-1]
+            continue
+        out[name] = {key: statistics.median(r[key] for r in good) for key in ("throughput", "p50_us", "cpu_percent")}
+        out[name]["rounds"] = len(good)
+        r = out[name]
+        # The client's CPU per call: what a transport costs, whatever the server's speed.
+        r["cpu_us_per_call"] = 1e4 * r["cpu_percent"] / r["throughput"]
     return out
 
 
@@ -290,6 +308,7 @@ def main():
     p.add_argument("--quick", action="store_true", help="concurrency 16 only, shorter windows")
     p.add_argument("--no-mlserver", action="store_true")
     p.add_argument("--summary", help="write the results as JSON here")
+    p.add_argument("--client-rounds", type=int, default=3, help="alternating rounds of the clients side by side (medians)")
     args = p.parse_args()
     binary = os.path.join(args.bin, "cortado") if os.path.isdir(args.bin) else args.bin
     if not os.access(binary, os.X_OK):
@@ -303,6 +322,7 @@ def main():
     interval = 1500 if args.quick else args.interval_ms
 
     work = tempfile.mkdtemp(prefix="cortado-serverbench-")
+    load_bin = os.path.join(os.path.dirname(binary), "cortado-load")
     procs = []
     results = {"perf_analyzer": [], "h2load": {}}
     try:
@@ -343,17 +363,17 @@ def main():
                         print(f"{name:<10} {model:<7} {c:>5} {r['throughput']:>10.0f} {r['p50_us']:>8.0f} {r['p99_us']:>8.0f}")
                     sys.stdout.flush()
 
-        load_bin = os.path.join(os.path.dirname(binary), "cortado-load")
         if os.access(load_bin, os.X_OK):
             results["clients"] = {}
             # logreg and xgb: the pinned server answers faster than perf_analyzer can ask, so
             # perf_analyzer measures itself; mlp: the server is the bottleneck and every client
             # should report the same throughput and p50.
             for model in ("logreg", "xgb", "mlp"):
-                pair = clients_side_by_side(f"127.0.0.1:{cport}", cortado.pid, load_bin, work, 1.5 if args.quick else 3, row[0], model)
+                pair = clients_side_by_side(f"127.0.0.1:{cport}", cortado.pid, load_bin, work, 1.5 if args.quick else 3, row[0], model,
+                                            rounds=args.client_rounds)
                 results["clients"][model] = pair
                 print(f"\nclients side by side: {model} over the Open Inference Protocol, concurrency 16, "
-                      "server on CPU 0, client on CPU 1")
+                      f"server on CPU 0, client on CPU 1, medians of {args.client_rounds} alternating rounds")
                 if "error" in pair:
                     print(f"  skipped: {pair['error']}")
                 for tool in ("perf_analyzer", "cortado-load", "grpc-core"):
@@ -407,8 +427,31 @@ def main():
             if "cortado" in rows and "mlserver" in rows:
                 ratio = rows["cortado"]["throughput"] / rows["mlserver"]["throughput"]
                 results.setdefault("ratios", {})[model] = ratio
-                print(f"  {model:<7} Cortado {rows['cortado']['throughput']:.0f}/s vs MLServer {rows['mlserver']['throughput']:.0f}/s: "
+                print(f"  {model:<7} perf_analyzer: Cortado {rows['cortado']['throughput']:.0f}/s vs MLServer {rows['mlserver']['throughput']:.0f}/s: "
                       f"{ratio:.1f}×; Cortado p99 {rows['cortado']['p99_us'] / 1000:.2f} ms")
+            # perf_analyzer saturates its core long before Cortado does (see the clients side
+            # by side), so its Cortado row measures perf_analyzer. cortado-load, which agrees
+            # with perf_analyzer where the server is the bottleneck (the mlp rows), measures
+            # Cortado at the same concurrency, unpinned, as perf_analyzer ran.
+            if os.access(load_bin, os.X_OK):
+                csv_path = os.path.join(work, f"load-summary-{model}.csv")
+                proc = subprocess.run([load_bin, "--target", f"127.0.0.1:{cport}", "--model", model, "--api", "oip", "--concurrency", "16",
+                                       "--duration", str(interval / 1000 * 2), "--warmup", "1", "--quiet", "--csv", csv_path],
+                                      capture_output=True, text=True, timeout=300)
+                if proc.returncode == 0 and os.path.exists(csv_path):
+                    with open(csv_path) as fh:
+                        r = next(csv.DictReader(fh))
+                    load = {"throughput": float(r["throughput_per_s"]), "p50_ms": float(r["p50_ms"]), "p99_ms": float(r["p99_ms"]),
+                            "failed": int(r["failed"])}
+                    results.setdefault("cortado_load_c16", {})[model] = load
+                    line = f"  {model:<7} cortado-load: Cortado {load['throughput']:.0f}/s, p99 {load['p99_ms']:.2f} ms, {load['failed']} failed"
+                    if "mlserver" in rows:
+                        r2 = load["throughput"] / rows["mlserver"]["throughput"]
+                        results.setdefault("ratios_cortado_load", {})[model] = r2
+                        line += f": {r2:.1f}× MLServer's perf_analyzer figure"
+                    print(line)
+                else:
+                    print(f"  {model:<7} cortado-load failed: {(proc.stdout + proc.stderr).strip().splitlines()[-2:]}")
         if args.summary:
             with open(args.summary, "w") as fh:
                 json.dump(results, fh, indent=1)
