@@ -54,6 +54,12 @@ public struct GRPCMessageReader: Sendable {
         }
     }
 
+    /// The complete messages read so far, handed over (the reader forgets them).
+    public mutating func takeMessages() -> [[UInt8]] {
+        defer { messages.removeAll() }
+        return messages
+    }
+
     public mutating func append(_ bytes: [UInt8]) throws {
         var copy = bytes
         try copy.withUnsafeMutableBytes { raw in try self.append(UnsafeRawBufferPointer(raw)) }

@@ -4,18 +4,41 @@ import Foundation
 /// once or passes the call on to a worker.
 public typealias GRPCUnaryHandler = @Sendable (GRPCServerCall) -> Void
 
+/// A bidirectional-streaming method served message by message: every request message on
+/// the stream reaches `handler` as a call of its own (its `request` is that message), and
+/// each call's answer is one response message on the stream, in the order answers come.
+/// A call that fails sends the message `failure` makes of its status (a stream can carry
+/// per-message errors, as the Open Inference Protocol's ModelStreamInfer does) or, when
+/// `failure` returns nil, ends the stream with that status. Once the client has finished
+/// sending and every message has been answered, the stream ends with OK.
+public struct GRPCMessageStreamMethod: Sendable {
+    public let handler: GRPCUnaryHandler
+    public let failure: @Sendable (GRPCStatus) -> [UInt8]?
+    public init(handler: @escaping GRPCUnaryHandler, failure: @escaping @Sendable (GRPCStatus) -> [UInt8]?) {
+        self.handler = handler
+        self.failure = failure
+    }
+}
+
 /// What a service contributes to the router: its full name and its methods.
 public protocol GRPCService: AnyObject, Sendable {
     /// `package.Service`.
     var serviceName: String { get }
     /// Method name to handler.
     var methods: [String: GRPCUnaryHandler] { get }
+    /// Bidirectional-streaming methods served message by message (none by default).
+    var messageStreams: [String: GRPCMessageStreamMethod] { get }
+}
+
+extension GRPCService {
+    public var messageStreams: [String: GRPCMessageStreamMethod] { [:] }
 }
 
 /// Maps `/package.Service/Method` paths to handlers. Built before the server starts and
 /// read-only afterwards.
 public final class GRPCRouter: @unchecked Sendable {
     private var handlers: [String: GRPCUnaryHandler] = [:]
+    private var messageStreams: [String: GRPCMessageStreamMethod] = [:]
     private var services: Set<String> = []
 
     public init() {}
@@ -24,6 +47,9 @@ public final class GRPCRouter: @unchecked Sendable {
         services.insert(service.serviceName)
         for (method, handler) in service.methods {
             handlers["/\(service.serviceName)/\(method)"] = handler
+        }
+        for (method, stream) in service.messageStreams {
+            messageStreams["/\(service.serviceName)/\(method)"] = stream
         }
     }
 
@@ -36,6 +62,8 @@ public final class GRPCRouter: @unchecked Sendable {
     public var serviceNames: [String] { services.sorted() }
 
     public func handler(for path: String) -> GRPCUnaryHandler? { handlers[path] }
+
+    public func messageStream(for path: String) -> GRPCMessageStreamMethod? { messageStreams[path] }
 
     /// Why a path has no handler, for the UNIMPLEMENTED message.
     public func missReason(for path: String) -> String {

@@ -415,3 +415,57 @@ def test_malformed_tensors_are_invalid_argument(client, repo, kind):
     model, inputs, named = _bad_requests(repo)[kind]
     expect_error(lambda: client.infer(model, inputs), "INVALID_ARGUMENT", named)
     good_infer(client, repo)
+
+
+# ----------------------------------------------------------------------------- ModelStreamInfer
+
+def _stream(address, requests, timeout=30):
+    """Sends (model, inputs, request id) on one ModelStreamInfer stream through tritonclient's
+    streaming API; returns {request id: (result, error)} once every request was answered."""
+    import queue
+    answers = queue.Queue()
+    client = tc.InferenceServerClient(address)
+    try:
+        client.start_stream(callback=lambda result, error: answers.put((result, error)))
+        for model, inputs, rid in requests:
+            client.async_stream_infer(model, inputs, request_id=rid)
+        got = [answers.get(timeout=timeout) for _ in requests]
+        client.stop_stream()
+    finally:
+        client.close()
+    out = {}
+    for result, error in got:
+        rid = result.get_response().id if result is not None else None
+        out.setdefault(rid, []).append((result, error))
+    return out, got
+
+
+def test_stream_infer_answers_every_request(server, repo):
+    """Many requests on one stream, several models: each answered once, with the library's
+    values, matched by request id."""
+    cases = [repo.cases[m] for m in ("logreg", "xgb", "scaler")]
+    requests = [(case.name, tensors(case, [k % 3, (k + 1) % 3]), f"r{k}-{case.name}") for k in range(10) for case in cases]
+    by_id, got = _stream(server.address, requests)
+    assert len(got) == len(requests)
+    assert all(error is None for _, error in got), [str(e) for _, e in got if e is not None]
+    for model, _, rid in requests:
+        (result, _), = by_id[rid]
+        k = int(rid[1:].split("-")[0])
+        check(repo.cases[model], [k % 3, (k + 1) % 3], result)
+
+
+def test_stream_infer_errors_travel_on_the_stream(server, repo):
+    """A bad request on the stream comes back as that request's error; the requests around it
+    are still answered and the stream stays usable."""
+    case = repo.cases["logreg"]
+    bad = tc.InferInput("petal", [1, 1], "FP64")
+    bad.set_data_from_numpy(np.array([[1.0]]))
+    requests = [("logreg", tensors(case, [0]), "good-1"), ("logreg", tensors(case, [0])[:3] + [bad], "bad"),
+                ("nosuchmodel", tensors(case, [0]), "missing"), ("logreg", tensors(case, [1]), "good-2")]
+    _, got = _stream(server.address, requests)
+    errors = [str(error) for _, error in got if error is not None]
+    results = [result for result, error in got if error is None]
+    assert len(errors) == 2 and len(results) == 2, (errors, len(results))
+    assert any("petal" in e for e in errors) and any("nosuchmodel" in e for e in errors), errors
+    assert sorted(r.get_response().id for r in results) == ["good-1", "good-2"]
+    good_infer(tc.InferenceServerClient(server.address), repo)

@@ -158,7 +158,11 @@ final class HTTP2Connection {
             return
         }
         stream.handler = core.router.handler(for: stream.path)
-        if stream.handler == nil {
+        if stream.handler == nil, let method = core.router.messageStream(for: stream.path) {
+            stream.messageStream = method
+            stream.streamDeadline = stream.timeoutNanos.map { DispatchTime.now().uptimeNanoseconds &+ $0 }
+        }
+        if stream.handler == nil && stream.messageStream == nil {
             answer(stream, status: GRPCStatus(.unimplemented, core.router.missReason(for: stream.path)))
         }
     }
@@ -167,6 +171,7 @@ final class HTTP2Connection {
         guard !stream.answered else { return }
         do {
             try stream.reader.append(bytes)
+            if stream.messageStream != nil { dispatchStreamMessages(stream) }
         } catch GRPCMessageReader.ReadError.compressed {
             answer(stream, status: GRPCStatus(.unimplemented, "compressed messages are not supported (grpc-encoding \(stream.encoding.isEmpty ? "unset" : stream.encoding)); send them uncompressed"))
         } catch GRPCMessageReader.ReadError.tooLarge(let declared, let limit) {
@@ -179,6 +184,16 @@ final class HTTP2Connection {
     /// The client finished sending: hand the call to its handler.
     func requestComplete(_ stream: HTTP2Stream) {
         guard !stream.answered, stream.call == nil else { return }
+        if stream.messageStream != nil {
+            if stream.reader.hasPartialMessage {
+                endMessageStream(stream, status: GRPCStatus(.internal, "the request stream ended inside a message"))
+                return
+            }
+            dispatchStreamMessages(stream)
+            stream.inputEnded = true
+            finishMessageStreamIfDone(stream)
+            return
+        }
         guard let handler = stream.handler ?? core.router.handler(for: stream.path) else {
             answer(stream, status: GRPCStatus(.unimplemented, core.router.missReason(for: stream.path)))
             return
@@ -200,9 +215,82 @@ final class HTTP2Connection {
         handler(call)
     }
 
+    // MARK: message streams
+
+    /// Hands each complete request message of a message stream to the method as a call.
+    private func dispatchStreamMessages(_ stream: HTTP2Stream) {
+        guard let method = stream.messageStream, !stream.answered else { return }
+        for message in stream.reader.takeMessages() {
+            let call = GRPCServerCall(path: stream.path, request: message, metadata: stream.metadata, deadline: stream.streamDeadline, completion: core)
+            stream.streamCalls.append(call)
+            core.callStarted(call, on: self, stream: stream.id)
+            method.handler(call)
+        }
+    }
+
+    /// One message-stream call answered: its message (or its failure's message) goes out;
+    /// a failure without a message ends the stream.
+    private func deliverStreamMessage(_ stream: HTTP2Stream, _ call: GRPCServerCall, _ result: GRPCCallResult) {
+        guard let method = stream.messageStream, let index = stream.streamCalls.firstIndex(where: { $0 === call }) else { return }
+        stream.streamCalls.remove(at: index)
+        switch result {
+        case .message(let framed), .streamed(let framed):
+            sendStreamed(stream, framed)
+        case .status(let status):
+            guard let message = method.failure(status) else {
+                endMessageStream(stream, status: status)
+                return
+            }
+            sendStreamed(stream, GRPCMessageWriter.frame(message))
+        }
+        finishMessageStreamIfDone(stream)
+    }
+
+    private func finishMessageStreamIfDone(_ stream: HTTP2Stream) {
+        if stream.inputEnded && stream.streamCalls.isEmpty { endMessageStream(stream, status: GRPCStatus(.ok, "")) }
+    }
+
+    /// Ends a message stream with `status` (after the messages already sent); calls still
+    /// running are cancelled.
+    private func endMessageStream(_ stream: HTTP2Stream, status: GRPCStatus) {
+        guard !stream.answered else { return }
+        for call in stream.streamCalls { call.cancel() }
+        stream.streamCalls.removeAll()
+        if stream.streaming {
+            stream.answered = true
+            stream.trailers = status
+            if let session { nghttp2_session_resume_data(session, stream.id) }
+        } else {
+            answer(stream, status: status)
+        }
+    }
+
+    /// Queues one framed message on a streaming response (starting the response if needed).
+    private func sendStreamed(_ stream: HTTP2Stream, _ framed: [UInt8]) {
+        if stream.responseOffset == stream.response.count {
+            stream.response = framed
+            stream.responseOffset = 0
+        } else {
+            stream.response.append(contentsOf: framed)
+        }
+        if stream.streaming {
+            if let session { nghttp2_session_resume_data(session, stream.id) }
+        } else {
+            stream.streaming = true
+            submitResponse(stream)
+        }
+    }
+
+    // MARK: answers
+
     /// Sends the call's result if its stream is still open.
     func deliver(_ call: GRPCServerCall, streamID: Int32, _ result: GRPCCallResult) {
-        guard let stream = stream(streamID), stream.call === call, !stream.answered else { return }
+        guard let stream = stream(streamID), !stream.answered else { return }
+        if stream.messageStream != nil {
+            deliverStreamMessage(stream, call, result)
+            return
+        }
+        guard stream.call === call else { return }
         switch result {
         case .message(let framed):
             stream.answered = true
@@ -217,18 +305,7 @@ final class HTTP2Connection {
         case .status(let status):
             answer(stream, status: status)
         case .streamed(let framed):
-            if stream.responseOffset == stream.response.count {
-                stream.response = framed
-                stream.responseOffset = 0
-            } else {
-                stream.response.append(contentsOf: framed)
-            }
-            if stream.streaming {
-                if let session { nghttp2_session_resume_data(session, stream.id) }
-            } else {
-                stream.streaming = true
-                submitResponse(stream)
-            }
+            sendStreamed(stream, framed)
         }
     }
 
@@ -291,6 +368,8 @@ final class HTTP2Connection {
         if let call = stream.call, !stream.answered {
             call.cancel()
         }
+        for call in stream.streamCalls { call.cancel() }
+        stream.streamCalls.removeAll()
     }
 
     // MARK: shutdown

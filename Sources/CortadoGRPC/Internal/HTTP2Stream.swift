@@ -12,6 +12,12 @@ final class HTTP2Stream {
     var reader: GRPCMessageReader
     /// The path's handler, looked up once the headers are complete.
     var handler: GRPCUnaryHandler?
+    /// A bidirectional stream served message by message: the method, its calls not yet
+    /// answered, whether the client finished sending, and the deadline every call shares.
+    var messageStream: GRPCMessageStreamMethod?
+    var streamCalls: [GRPCServerCall] = []
+    var inputEnded = false
+    var streamDeadline: UInt64?
     /// The call handed to a handler (nil until the request is complete).
     var call: GRPCServerCall?
     /// An answer was submitted to nghttp2 (after that, further request bytes are dropped).

@@ -222,9 +222,22 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
         return r
     }
 
+    /// ModelStreamInfer: each ModelInferRequest on the stream runs as a ModelInfer call and
+    /// is answered by one ModelStreamInferResponse, `infer_response` (field 2) or, when it
+    /// failed, `error_message` (field 1), and the stream goes on.
+    public var messageStreams: [String: GRPCMessageStreamMethod] {
+        let c = context
+        return ["ModelStreamInfer": GRPCMessageStreamMethod(handler: { call in Self.infer(call, c, streamed: true) }, failure: { status in
+            var w = ProtobufWriter(capacity: status.message.utf8.count + 8)
+            w.string(1, status.message.isEmpty ? "\(status.code)" : status.message)
+            return w.bytes
+        })]
+    }
+
     // MARK: inference
 
-    static func infer(_ call: GRPCServerCall, _ c: ServerContext) {
+    /// `streamed`: wrap the answer as a ModelStreamInferResponse's `infer_response`.
+    static func infer(_ call: GRPCServerCall, _ c: ServerContext, streamed: Bool = false) {
         guard let served = c.admit(Inference_ModelInferRequest.self, call, service: service) else { return }
         let state = JobState<InferenceRun>()
         c.infer(call, model: served, service: service, rows: {
@@ -234,7 +247,12 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
             state.value = run
             return try run.rows()
         }, encode: { results in
-            try state.value!.serializedResponse(results)
+            let response = try state.value!.serializedResponse(results)
+            guard streamed else { return response }
+            var w = ProtobufWriter(capacity: response.count + 8)
+            w.lengthDelimited(2, length: response.count)
+            w.bytes.append(contentsOf: response)
+            return w.bytes
         })
     }
 }
