@@ -469,3 +469,34 @@ def test_stream_infer_errors_travel_on_the_stream(server, repo):
     assert any("petal" in e for e in errors) and any("nosuchmodel" in e for e in errors), errors
     assert sorted(r.get_response().id for r in results) == ["good-1", "good-2"]
     good_infer(tc.InferenceServerClient(server.address), repo)
+
+
+def test_stream_cancelled_mid_way_leaves_the_server_serving(server, repo):
+    """A client that cancels its stream after the first answer (grpcio, raw stubs): the server
+    drops the rest and keeps serving."""
+    import threading
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+    case = repo.cases["scaler"]
+    request = service_pb2.ModelInferRequest(model_name="scaler")
+    request.inputs.add(name="input", datatype="FP64", shape=[1, 5])
+    request.raw_input_contents.append(np.asarray(case.inputs["input"][0], dtype="<f8").tobytes())
+    release = threading.Event()
+
+    def requests():
+        yield request
+        release.wait(10)  # keep the request side open until the client cancels
+        for _ in range(50):
+            yield request
+
+    with grpc.insecure_channel(server.address) as channel:
+        call = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelStreamInfer(requests())
+        first = next(call)
+        assert first.error_message == "" and first.infer_response.model_name == "scaler"
+        call.cancel()
+        release.set()
+        with pytest.raises(grpc.RpcError) as info:
+            for _ in call:
+                pass
+        assert info.value.code() == grpc.StatusCode.CANCELLED
+    good_infer(tc.InferenceServerClient(server.address), repo)
