@@ -8,7 +8,6 @@ public final class ServerMetrics: @unchecked Sendable {
     /// Histogram bucket upper bounds, in seconds.
     public static let buckets: [Double] = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
-    struct Key: Hashable { var model: String; var service: String; var code: GRPCStatus.Code }
     struct Histogram {
         var counts = [UInt64](repeating: 0, count: ServerMetrics.buckets.count)
         var sum = 0.0
@@ -19,26 +18,58 @@ public final class ServerMetrics: @unchecked Sendable {
             count += 1
         }
     }
-    struct HistogramKey: Hashable { var model: String; var service: String }
+    struct SeriesKey: Hashable { var model: String; var service: String }
+
+    /// The counters and the latency histogram of one model and service. A caller that
+    /// observes the same pair on every call keeps its series (`series(model:service:)`) and
+    /// records into it without looking the strings up again.
+    public final class Series: @unchecked Sendable {
+        let model: String
+        let service: String
+        private let lock = NSLock()
+        private var codes = [UInt64](repeating: 0, count: GRPCStatus.Code.allCases.count)
+        private var histogram = Histogram()
+
+        init(model: String, service: String) {
+            self.model = model
+            self.service = service
+        }
+
+        public func observe(code: GRPCStatus.Code, seconds: Double) {
+            let bucket = ServerMetrics.buckets.firstIndex(where: { seconds <= $0 })
+            lock.lock()
+            codes[code.rawValue] += 1
+            histogram.record(seconds, bucket: bucket)
+            lock.unlock()
+        }
+
+        var snapshot: (codes: [UInt64], histogram: Histogram) { lock.withLock { (codes, histogram) } }
+    }
 
     private let lock = NSLock()
-    private var requests: [Key: UInt64] = [:]
-    private var latency: [HistogramKey: Histogram] = [:]
+    private var series: [SeriesKey: Series] = [:]
 
     public init() {}
 
+    /// The series of a model and service, created on first use.
+    public func series(model: String, service: String) -> Series {
+        let key = SeriesKey(model: model, service: service)
+        return lock.withLock {
+            if let s = series[key] { return s }
+            let s = Series(model: model, service: service)
+            series[key] = s
+            return s
+        }
+    }
+
     public func observe(model: String, service: String, code: GRPCStatus.Code, seconds: Double) {
-        lock.lock()
-        requests[Key(model: model, service: service, code: code), default: 0] += 1
-        // In place: a copy out and back would reallocate the bucket array on every call.
-        let bucket = Self.buckets.firstIndex(where: { seconds <= $0 })
-        latency[HistogramKey(model: model, service: service), default: Histogram()].record(seconds, bucket: bucket)
-        lock.unlock()
+        series(model: model, service: service).observe(code: code, seconds: seconds)
     }
 
     /// Requests counted so far for a model and status (tests and summaries).
     public func count(model: String, code: GRPCStatus.Code) -> UInt64 {
-        lock.withLock { requests.filter { $0.key.model == model && $0.key.code == code }.values.reduce(0, +) }
+        let all = lock.withLock { Array(series.values) }
+        return all.filter { $0.model == model }.reduce(0) { $0 + $1.snapshot.codes[code.rawValue] }
     }
 
     static func label(_ s: String) -> String {
@@ -47,14 +78,18 @@ public final class ServerMetrics: @unchecked Sendable {
 
     /// The exposition text, with gauges supplied by the caller as (name, help, labels, value).
     public func render(gauges: [(name: String, help: String, samples: [(labels: String, value: Double)])]) -> String {
-        let (requests, latency) = lock.withLock { (self.requests, self.latency) }
+        let all = lock.withLock { Array(series.values) }.sorted { ($0.model, $0.service) < ($1.model, $1.service) }
+        let snapshots = all.map { ($0, $0.snapshot) }
         var out = "# HELP cortado_requests_total Calls answered, by model, service and gRPC status.\n# TYPE cortado_requests_total counter\n"
-        for (key, value) in requests.sorted(by: { ($0.key.model, $0.key.service, $0.key.code.rawValue) < ($1.key.model, $1.key.service, $1.key.code.rawValue) }) {
-            out += "cortado_requests_total{model=\"\(Self.label(key.model))\",service=\"\(key.service)\",code=\"\(key.code)\"} \(value)\n"
+        for (s, snapshot) in snapshots {
+            for code in GRPCStatus.Code.allCases where snapshot.codes[code.rawValue] > 0 {
+                out += "cortado_requests_total{model=\"\(Self.label(s.model))\",service=\"\(s.service)\",code=\"\(code)\"} \(snapshot.codes[code.rawValue])\n"
+            }
         }
         out += "# HELP cortado_request_duration_seconds Time from a complete request to its answer, by model and service.\n# TYPE cortado_request_duration_seconds histogram\n"
-        for (key, h) in latency.sorted(by: { ($0.key.model, $0.key.service) < ($1.key.model, $1.key.service) }) {
-            let labels = "model=\"\(Self.label(key.model))\",service=\"\(key.service)\""
+        for (s, snapshot) in snapshots where snapshot.histogram.count > 0 {
+            let h = snapshot.histogram
+            let labels = "model=\"\(Self.label(s.model))\",service=\"\(s.service)\""
             var cumulative: UInt64 = 0
             for (i, bound) in Self.buckets.enumerated() {
                 cumulative += h.counts[i]

@@ -47,6 +47,20 @@ public final class ServedModel: @unchecked Sendable {
         }
     }
 
+    private let seriesLock = NSLock()
+    private var seriesCache: [(metrics: ObjectIdentifier, service: String, series: ServerMetrics.Series)] = []
+
+    /// The metrics series this model's calls through `service` count into, looked up once.
+    func metricsSeries(_ service: String, in metrics: ServerMetrics) -> ServerMetrics.Series {
+        let id = ObjectIdentifier(metrics)
+        return seriesLock.withLock {
+            if let hit = seriesCache.first(where: { $0.metrics == id && $0.service == service }) { return hit.series }
+            let series = metrics.series(model: name, service: service)
+            seriesCache.append((id, service, series))
+            return series
+        }
+    }
+
     /// Calls running (batches, with the batcher) and waiting.
     public var depth: (running: Int, queued: Int) { batcher?.depth ?? scheduler.depth }
 }

@@ -14,18 +14,23 @@ extension ServedModel {
         var sends: [() -> Void] = []
         var ready: [(job: PredictionJob, rows: [MLFeatureProvider], queued: UInt64, input: UInt64)] = []
         ready.reserveCapacity(jobs.count)
+        // One clock reading ends each step and starts the next (the clock is read ~4 times a
+        // call, not 6).
+        var now = DispatchTime.now().uptimeNanoseconds
         for job in jobs {
-            let started = DispatchTime.now().uptimeNanoseconds
+            let started = now
             let queued = started - job.call.receivedAt
-            if let reason = job.skipReason(queued: queued) {
+            if let reason = job.skipReason(queued: queued, now: now) {
                 job.fail(reason, statistics: statistics)
                 continue
             }
             do {
                 let rows = try job.rows()
-                ready.append((job, rows, queued, DispatchTime.now().uptimeNanoseconds - started))
+                now = DispatchTime.now().uptimeNanoseconds
+                ready.append((job, rows, queued, now - started))
             } catch {
                 job.fail(ServerContext.status(for: error), statistics: statistics)
+                now = DispatchTime.now().uptimeNanoseconds
             }
         }
         var start = 0
@@ -39,7 +44,7 @@ extension ServedModel {
             let group = ready[start..<end]
             start = end
             let all = group.count == 1 ? group.first!.rows : group.flatMap(\.rows)
-            let began = DispatchTime.now().uptimeNanoseconds
+            let began = now
             let results: [MLFeatureProvider]
             let backings: [String: MLMultiArray]?
             do {
@@ -53,15 +58,19 @@ extension ServedModel {
                         if let send = runAlone(entry.job, rows: entry.rows, queued: entry.queued, input: entry.input) { sends.append(send) }
                     }
                 }
+                now = DispatchTime.now().uptimeNanoseconds
                 continue
             }
-            let infer = DispatchTime.now().uptimeNanoseconds - began
+            now = DispatchTime.now().uptimeNanoseconds
+            let infer = now - began
             statistics.recordExecution(rows: all.count, nanoseconds: infer)
             var offset = 0
             for entry in group {
-                let share = Array(results[offset..<offset + entry.rows.count])
+                let share = group.count == 1 ? results : Array(results[offset..<offset + entry.rows.count])
                 offset += entry.rows.count
-                if let send = answer(entry.job, share, queued: entry.queued, input: entry.input, infer: infer) { sends.append(send) }
+                if let send = answer(entry.job, share, queued: entry.queued, input: entry.input, infer: infer, clock: &now) {
+                    sends.append(send)
+                }
             }
             // The responses were written from the pooled arrays: they can be reused.
             if let backings { outputPool?.checkIn(backings) }
@@ -75,7 +84,8 @@ extension ServedModel {
             let (results, backings) = try predict(rows)
             let infer = DispatchTime.now().uptimeNanoseconds - began
             statistics.recordExecution(rows: rows.count, nanoseconds: infer)
-            let send = answer(job, results, queued: queued, input: input, infer: infer)
+            var clock = began + infer
+            let send = answer(job, results, queued: queued, input: input, infer: infer, clock: &clock)
             if let backings { outputPool?.checkIn(backings) }
             return send
         } catch {
@@ -112,16 +122,20 @@ extension ServedModel {
     }
 
     /// Encodes one job's answer and counts it; returns the send (nil: failed, answered).
-    private func answer(_ job: PredictionJob, _ results: [MLFeatureProvider], queued: UInt64, input: UInt64, infer: UInt64) -> (() -> Void)? {
-        let began = DispatchTime.now().uptimeNanoseconds
+    /// `clock`: the time encoding starts, read by the caller; set to the time it ended.
+    private func answer(_ job: PredictionJob, _ results: [MLFeatureProvider], queued: UInt64, input: UInt64, infer: UInt64,
+                        clock: inout UInt64) -> (() -> Void)? {
+        let began = clock
         let bytes: [UInt8]
         do {
             bytes = try job.encode(results)
         } catch {
             job.fail(ServerContext.status(for: error), statistics: statistics)
+            clock = DispatchTime.now().uptimeNanoseconds
             return nil
         }
         let done = DispatchTime.now().uptimeNanoseconds
+        clock = done
         let total = done - job.call.receivedAt
         statistics.recordRequest(total: total, queue: queued, input: input, infer: infer, output: done - began)
         job.observe(.ok, total)

@@ -24,9 +24,9 @@ struct PredictionJob {
 
     /// The status a job gets without running: the client left, or the deadline passed while it
     /// waited; nil when it should run.
-    func skipReason(queued: UInt64) -> GRPCStatus? {
+    func skipReason(queued: UInt64, now: UInt64 = DispatchTime.now().uptimeNanoseconds) -> GRPCStatus? {
         if call.isCancelled { return GRPCStatus(.cancelled, "the client cancelled the call") }
-        if call.isPastDeadline {
+        if let deadline = call.deadline, now >= deadline {
             return GRPCStatus(.deadlineExceeded, "the deadline passed while the request waited \(queued / 1000) µs in the queue")
         }
         return nil

@@ -92,7 +92,8 @@ public final class ServerContext: @unchecked Sendable {
                rows: @escaping () throws -> [MLFeatureProvider], encode: @escaping ([MLFeatureProvider]) throws -> [UInt8]) {
         let metrics = self.metrics
         let job = PredictionJob(call: call, rows: rows, encode: encode) { code, nanoseconds in
-            metrics.observe(model: model.name, service: service, code: code, seconds: Double(nanoseconds) / 1e9)
+            // Looked up here, on the worker, not on the loop thread that builds the job.
+            model.metricsSeries(service, in: metrics).observe(code: code, seconds: Double(nanoseconds) / 1e9)
         }
         do {
             if let batcher = model.batcher {
