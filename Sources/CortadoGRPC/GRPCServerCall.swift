@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// One unary gRPC call as a handler sees it: the request message, the metadata, the
 /// deadline, and a way to answer. Handlers run on the loop thread and must not block: they
@@ -107,38 +108,40 @@ protocol GRPCCallCompletion: AnyObject, Sendable {
     func complete(_ call: GRPCServerCall, _ result: GRPCCallResult)
 }
 
-/// Cancelled and completed flags, set from different threads.
-final class GRPCCallState: @unchecked Sendable {
-    private let lock = NSLock()
-    private var cancelled = false
-    private var completed = false
+/// Cancelled and completed flags, set from different threads. A `Mutex` stored inline in the
+/// call: one of these is made per call, and a class with an `NSLock` would be two objects more.
+struct GRPCCallState: ~Copyable, @unchecked Sendable {
+    private struct Flags {
+        var cancelled = false
+        var completed = false
+        var onCancel: (@Sendable () -> Void)?
+    }
+    private let flags = Mutex(Flags())
 
-    private var onCancel: (@Sendable () -> Void)?
-
-    var isCancelled: Bool { lock.withLock { cancelled } }
-    var isCompleted: Bool { lock.withLock { completed } }
+    var isCancelled: Bool { flags.withLock { $0.cancelled } }
+    var isCompleted: Bool { flags.withLock { $0.completed } }
     /// Marks the call cancelled; returns the cancel handler to run, once.
     func cancel() -> (@Sendable () -> Void)? {
-        lock.withLock {
-            cancelled = true
-            defer { onCancel = nil }
-            return onCancel
+        flags.withLock { f in
+            f.cancelled = true
+            defer { f.onCancel = nil }
+            return f.onCancel
         }
     }
     /// Keeps the handler; true when the call was already cancelled (run it now).
     func setCancelHandler(_ body: @escaping @Sendable () -> Void) -> Bool {
-        lock.withLock {
-            if cancelled { return true }
-            onCancel = body
+        flags.withLock { f in
+            if f.cancelled { return true }
+            f.onCancel = body
             return false
         }
     }
     /// True the first time only.
     func complete() -> Bool {
-        lock.withLock {
-            if completed { return false }
-            completed = true
-            onCancel = nil  // it may hold the call: no cycle once the call has ended
+        flags.withLock { f in
+            if f.completed { return false }
+            f.completed = true
+            f.onCancel = nil  // it may hold the call: no cycle once the call has ended
             return true
         }
     }
