@@ -45,4 +45,18 @@ final class HTTP2FrameFilterTests: XCTestCase {
         XCTAssertEqual(run(input, chunk: 3).out, input)
         XCTAssertEqual(run(input, chunk: 3).dropped, 0)
     }
+
+    /// Whole frames with nothing to drop pass as one span of the read buffer itself (no copy).
+    func testWholeFramesPassAsOneSpanOfTheInput() {
+        let input = Self.preface + frame(0x4, stream: 0, payload: []) + frame(0x1, stream: 1, payload: [1, 2, 3])
+            + frame(0x0, stream: 1, payload: Array(repeating: 7, count: 40))
+        var filter = HTTP2FrameFilter()
+        var spans: [UnsafeRawBufferPointer] = []
+        input.withUnsafeBytes { raw in
+            filter.filter(raw) { spans.append($0); return true }
+            XCTAssertEqual(spans.count, 1)
+            XCTAssertEqual(spans.first?.baseAddress, raw.baseAddress)
+            XCTAssertEqual(spans.first?.count, raw.count)
+        }
+    }
 }

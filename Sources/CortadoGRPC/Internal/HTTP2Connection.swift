@@ -16,8 +16,6 @@ final class HTTP2Connection {
     let peer: String
     /// Bytes produced by nghttp2 in this flush, written with one uv_write.
     private var outgoing: [UInt8] = []
-    /// Bytes read, after the frame filter.
-    private var incoming: [UInt8] = []
     private var filter = HTTP2FrameFilter()
     /// Header values seen lately on this connection (paths, content types): every call of a
     /// client repeats them, and reusing the string spares an allocation per call.
@@ -86,12 +84,17 @@ final class HTTP2Connection {
     /// then sends what it produced.
     func received(_ bytes: UnsafeRawBufferPointer) {
         guard let session, !closing else { return }
-        incoming.removeAll(keepingCapacity: true)
-        filter.filter(bytes, into: &incoming)
-        guard !incoming.isEmpty else { return }
-        let consumed = incoming.withUnsafeBufferPointer { nghttp2_session_mem_recv(session, $0.baseAddress!, $0.count) }
-        if consumed < 0 {
-            core.event(.protocolError(peer: peer, message: String(cString: nghttp2_strerror(Int32(consumed)))))
+        // The filter hands over spans of the read buffer itself (nghttp2 keeps partial frames
+        // between calls), so the bytes are not copied on their way in.
+        var failure: Int = 0
+        filter.filter(bytes) { span in
+            guard span.count > 0 else { return true }
+            let consumed = nghttp2_session_mem_recv(session, span.baseAddress!.assumingMemoryBound(to: UInt8.self), span.count)
+            if consumed < 0 { failure = consumed; return false }
+            return !closing
+        }
+        if failure < 0 {
+            core.event(.protocolError(peer: peer, message: String(cString: nghttp2_strerror(Int32(failure)))))
             // nghttp2 queued a GOAWAY for most protocol errors: send it, then close.
             flush()
             close()

@@ -13,37 +13,77 @@ struct HTTP2FrameFilter {
     /// Frames dropped so far (for tests and logs).
     private(set) var dropped = 0
 
-    /// Appends to `out` the bytes of `input` that nghttp2 should see. An incomplete frame
-    /// header is held back until its last byte arrives.
+    /// Appends to `out` the bytes of `input` that nghttp2 should see.
     mutating func filter(_ input: UnsafeRawBufferPointer, into out: inout [UInt8]) {
+        filter(input) { span in out.append(contentsOf: span); return true }
+    }
+
+    /// Hands `emit` the bytes of `input` that nghttp2 should see, in order, as spans of
+    /// `input` itself (no copy; usually one span, the whole read) — except a frame header
+    /// split across reads, which is held back and emitted from its own buffer once complete.
+    /// Stops early, returning false, when `emit` returns false.
+    @discardableResult
+    mutating func filter(_ input: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Bool) -> Bool {
         var i = 0
         let count = input.count
+        var spanStart = 0
+        // Emits the kept bytes from spanStart up to `end`.
+        func flush(_ end: Int) -> Bool {
+            defer { spanStart = end }
+            return end <= spanStart || emit(UnsafeRawBufferPointer(rebasing: input[spanStart..<end]))
+        }
         if prefaceLeft > 0 {
             let n = min(prefaceLeft, count)
-            out.append(contentsOf: input[0..<n])
             prefaceLeft -= n
             i = n
         }
         while i < count {
             if payloadLeft > 0 {
                 let n = min(payloadLeft, count - i)
-                if !dropping { out.append(contentsOf: input[i..<(i + n)]) }
+                if dropping {
+                    guard flush(i) else { return false }
+                    spanStart = i + n
+                }
                 payloadLeft -= n
                 i += n
                 continue
             }
-            let n = min(9 - header.count, count - i)
-            header.append(contentsOf: input[i..<(i + n)])
-            i += n
-            guard header.count == 9 else { break }
-            let length = Int(header[0]) << 16 | Int(header[1]) << 8 | Int(header[2])
-            let type = header[3]
-            let stream = (UInt32(header[5]) << 24 | UInt32(header[6]) << 16 | UInt32(header[7]) << 8 | UInt32(header[8])) & 0x7FFF_FFFF
+            let headerStart = i
+            var held = false
+            if header.isEmpty && count - i >= 9 {
+                i += 9
+            } else {
+                // A header split across reads: hold its bytes back until it is complete.
+                guard flush(i) else { return false }
+                let n = min(9 - header.count, count - i)
+                header.append(contentsOf: input[i..<(i + n)])
+                i += n
+                spanStart = i
+                guard header.count == 9 else { break }
+                held = true
+            }
+            let (length, type, stream) = held
+                ? header.withUnsafeBytes { Self.parse(UnsafeRawBufferPointer(rebasing: $0[0..<9])) }
+                : Self.parse(UnsafeRawBufferPointer(rebasing: input[headerStart..<(headerStart + 9)]))
             if type == 0x1 && stream > highestOpened { highestOpened = stream }
             dropping = type == 0x3 && stream != 0 && stream % 2 == 1 && stream > highestOpened
-            if dropping { dropped += 1 } else { out.append(contentsOf: header) }
-            header.removeAll(keepingCapacity: true)
+            if dropping {
+                dropped += 1
+                if !held { guard flush(headerStart) else { return false } }
+                spanStart = i
+            } else if held {
+                guard header.withUnsafeBytes({ emit($0) }) else { return false }
+            }
+            if held { header.removeAll(keepingCapacity: true) }
             payloadLeft = length
         }
+        return flush(count)
+    }
+
+    /// A frame header's length, type and stream id.
+    private static func parse(_ h: UnsafeRawBufferPointer) -> (Int, UInt8, UInt32) {
+        let length = Int(h[0]) << 16 | Int(h[1]) << 8 | Int(h[2])
+        let stream = (UInt32(h[5]) << 24 | UInt32(h[6]) << 16 | UInt32(h[7]) << 8 | UInt32(h[8])) & 0x7FFF_FFFF
+        return (length, h[3], stream)
     }
 }
