@@ -1,3 +1,5 @@
+import Foundation
+
 /// One HTTP/2 stream carrying one unary gRPC call, from its HEADERS to its trailers.
 /// Lives on the loop thread only.
 final class HTTP2Stream {
@@ -32,25 +34,32 @@ final class HTTP2Stream {
 
     /// Request headers the transport drops on arrival (`te: trailers` is required by gRPC but
     /// carries nothing; the others only describe the client).
-    static let ignoredHeaders: [[UInt8]] = [Array("te".utf8), Array("user-agent".utf8), Array("grpc-accept-encoding".utf8),
-                                            Array("accept-encoding".utf8), Array(":scheme".utf8), Array(":authority".utf8)]
+    static let ignoredHeaders: [StaticString] = ["te", "user-agent", "grpc-accept-encoding", "accept-encoding", ":scheme", ":authority"]
 
     init(id: Int32, maxMessageSize: Int) {
         self.id = id
         self.reader = GRPCMessageReader(maxMessageSize: maxMessageSize)
     }
 
+    /// Whether a header's name is `name` (compared as bytes: no string is built).
+    @inline(__always) static func matches(_ bytes: UnsafeBufferPointer<UInt8>, _ name: StaticString) -> Bool {
+        bytes.count == name.utf8CodeUnitCount && (bytes.count == 0 || memcmp(bytes.baseAddress!, name.utf8Start, bytes.count) == 0)
+    }
+
+    static func isIgnored(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        ignoredHeaders.contains { matches(name, $0) }
+    }
+
     /// Records one request header. Pseudo-headers fill the routing fields; the rest is metadata.
-    func addHeader(name: String, value: String) {
-        switch name {
-        case ":path": path = value
-        case ":method": method = value
-        case ":scheme", ":authority": break
-        case "content-type": contentType = value
-        case "grpc-encoding": encoding = value
-        case "grpc-timeout":
+    func addHeader(name: UnsafeBufferPointer<UInt8>, value: String) {
+        if Self.matches(name, ":path") { path = value }
+        else if Self.matches(name, ":method") { method = value }
+        else if Self.matches(name, "content-type") { contentType = value }
+        else if Self.matches(name, "grpc-encoding") { encoding = value }
+        else if Self.matches(name, "grpc-timeout") {
             if let t = GRPCTimeout.parse(value) { timeoutNanos = t } else { badTimeout = true }
-        default: metadata.append((name, value))
+        } else if !(Self.matches(name, ":scheme") || Self.matches(name, ":authority")) {
+            metadata.append((String(decoding: name, as: UTF8.self), value))
         }
     }
 

@@ -31,9 +31,8 @@ enum NGHTTP2Callbacks {
               let stream = conn.stream(frame.pointee.hd.stream_id) else { return 0 }
         let nameBytes = UnsafeBufferPointer(start: name, count: nameLength)
         // Headers every gRPC client sends and no handler reads: skip them without building strings.
-        if HTTP2Stream.ignoredHeaders.contains(where: { $0.elementsEqual(nameBytes) }) { return 0 }
-        stream.addHeader(name: String(decoding: nameBytes, as: UTF8.self),
-                         value: conn.headerValue(UnsafeBufferPointer(start: value, count: valueLength)))
+        if HTTP2Stream.isIgnored(nameBytes) { return 0 }
+        stream.addHeader(name: nameBytes, value: conn.headerValue(UnsafeBufferPointer(start: value, count: valueLength)))
         return 0
     }
 
