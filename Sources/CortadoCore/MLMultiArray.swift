@@ -16,8 +16,12 @@ public final class MLMultiArray: @unchecked Sendable, CustomStringConvertible {
     public let dataPointer: UnsafeMutableRawPointer
     private let deallocator: ((UnsafeMutableRawPointer) -> Void)?
 
+    /// Strides of every rank-1 array, shared (no allocation per array).
+    private static let unitStrides = [1]
+
     /// Row-major (C order) strides for a shape.
     public static func rowMajorStrides(_ shape: [Int]) -> [Int] {
+        if shape.count == 1 { return unitStrides }
         var strides = [Int](repeating: 1, count: shape.count)
         var step = 1
         for axis in stride(from: shape.count - 1, through: 0, by: -1) {
@@ -71,7 +75,15 @@ public final class MLMultiArray: @unchecked Sendable, CustomStringConvertible {
     deinit { deallocator?(dataPointer) }
 
     /// True when elements are laid out row-major without gaps.
-    public var isContiguous: Bool { strides == Self.rowMajorStrides(shape) }
+    public var isContiguous: Bool {
+        // The row-major strides, compared as they are worked out (no array allocated).
+        var step = 1
+        for axis in stride(from: shape.count - 1, through: 0, by: -1) {
+            if strides[axis] != step { return false }
+            step *= max(shape[axis], 1)
+        }
+        return true
+    }
 
     // MARK: Element access
 

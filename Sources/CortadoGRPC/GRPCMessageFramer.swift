@@ -67,6 +67,21 @@ public struct GRPCMessageReader: Sendable {
 }
 
 public enum GRPCMessageWriter {
+    /// Bytes of the prefix a message is framed with.
+    public static let prefixLength = 5
+
+    /// Fills in the prefix of `bytes`, whose first `prefixLength` bytes were left for it and
+    /// whose rest is the message: framing without copying the message.
+    public static func fillPrefix(_ bytes: inout [UInt8]) {
+        precondition(bytes.count >= prefixLength)
+        let n = UInt32(bytes.count - prefixLength)
+        bytes[0] = 0
+        bytes[1] = UInt8(truncatingIfNeeded: n >> 24)
+        bytes[2] = UInt8(truncatingIfNeeded: n >> 16)
+        bytes[3] = UInt8(truncatingIfNeeded: n >> 8)
+        bytes[4] = UInt8(truncatingIfNeeded: n)
+    }
+
     /// `message` with its 5-byte uncompressed prefix.
     public static func frame(_ message: [UInt8]) -> [UInt8] {
         var out = [UInt8]()

@@ -59,6 +59,15 @@ public final class GRPCServerCall: @unchecked Sendable {
         completion.complete(self, .message(GRPCMessageWriter.frame(message)))
     }
 
+    /// Answers with a message written behind `GRPCMessageWriter.prefixLength` bytes left
+    /// free for the frame prefix (filled in here: the message is not copied).
+    public func respond(prefixReserved message: [UInt8]) {
+        guard state.complete() else { return }
+        var framed = message
+        GRPCMessageWriter.fillPrefix(&framed)
+        completion.complete(self, .message(framed))
+    }
+
     /// Answers with an error status and no message (after `send`: ends the stream with it).
     public func fail(_ status: GRPCStatus) {
         guard state.complete() else { return }

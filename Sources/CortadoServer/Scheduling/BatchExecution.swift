@@ -139,6 +139,6 @@ extension ServedModel {
         let total = done - job.call.receivedAt
         statistics.recordRequest(total: total, queue: queued, input: input, infer: infer, output: done - began)
         job.observe(.ok, total)
-        return { job.call.respond(bytes) }
+        return job.prefixReserved ? { job.call.respond(prefixReserved: bytes) } : { job.call.respond(bytes) }
     }
 }

@@ -11,6 +11,9 @@ struct PredictionJob {
     let rows: () throws -> [MLFeatureProvider]
     /// Encodes the response from the results of this job's rows, in row order.
     let encode: ([MLFeatureProvider]) throws -> [UInt8]
+    /// Whether `encode` leaves `GRPCMessageWriter.prefixLength` bytes free in front of the
+    /// message for the frame prefix (then the answer is framed in place).
+    var prefixReserved = false
     /// Told once how the call ended and how long it took (metrics).
     let observe: (GRPCStatus.Code, UInt64) -> Void
 

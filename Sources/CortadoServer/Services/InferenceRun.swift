@@ -249,9 +249,12 @@ struct InferenceRun {
     /// (`ProtobufWriter`): model name, version and id, then each output's description
     /// (field 5), then each output's bytes (field 6), copied once from the model's (or the
     /// pool's) arrays into the message.
-    func serializedResponse(_ results: [MLFeatureProvider]) throws -> [UInt8] {
+    /// `reservingPrefix`: leave `GRPCMessageWriter.prefixLength` bytes in front for the
+    /// transport's frame prefix.
+    func serializedResponse(_ results: [MLFeatureProvider], reservingPrefix: Bool = false) throws -> [UInt8] {
         let (tensors, raw) = try outputs(results)
         var w = ProtobufWriter(capacity: 64 + raw.count + tensors.count * 48)
+        if reservingPrefix { w.bytes.append(contentsOf: repeatElement(0, count: GRPCMessageWriter.prefixLength)) }
         w.string(1, served.name)
         w.string(2, served.version)
         w.string(3, request.id)

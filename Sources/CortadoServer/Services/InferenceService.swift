@@ -240,15 +240,15 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
     static func infer(_ call: GRPCServerCall, _ c: ServerContext, streamed: Bool = false) {
         guard let served = c.admit(Inference_ModelInferRequest.self, call, service: service) else { return }
         let state = JobState<InferenceRun>()
-        c.infer(call, model: served, service: service, rows: {
+        c.infer(call, model: served, service: service, prefixReserved: !streamed, rows: {
             // The hand-written decoder takes the common form of the request, SwiftProtobuf the rest.
             let request = try ModelInferRequestDecoder.decode(call.request) ?? c.decode(Inference_ModelInferRequest.self, call)
             let run = InferenceRun(request: request, served: served, sharedMemory: c.sharedMemory)
             state.value = run
             return try run.rows()
         }, encode: { results in
+            guard streamed else { return try state.value!.serializedResponse(results, reservingPrefix: true) }
             let response = try state.value!.serializedResponse(results)
-            guard streamed else { return response }
             var w = ProtobufWriter(capacity: response.count + 8)
             w.lengthDelimited(2, length: response.count)
             w.bytes.append(contentsOf: response)

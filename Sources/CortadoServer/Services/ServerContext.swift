@@ -88,10 +88,11 @@ public final class ServerContext: @unchecked Sendable {
     /// one, else alone on the model's scheduler. `rows` decodes and checks the request there;
     /// `encode` answers from its rows' results. Calls whose client left or whose deadline
     /// passed while queued are not run; every call is timed and counted.
-    func infer(_ call: GRPCServerCall, model: ServedModel, service: String,
+    /// `prefixReserved`: `encode` leaves the frame prefix's bytes free in front of the message.
+    func infer(_ call: GRPCServerCall, model: ServedModel, service: String, prefixReserved: Bool = false,
                rows: @escaping () throws -> [MLFeatureProvider], encode: @escaping ([MLFeatureProvider]) throws -> [UInt8]) {
         let metrics = self.metrics
-        let job = PredictionJob(call: call, rows: rows, encode: encode) { code, nanoseconds in
+        let job = PredictionJob(call: call, rows: rows, encode: encode, prefixReserved: prefixReserved) { code, nanoseconds in
             // Looked up here, on the worker, not on the loop thread that builds the job.
             model.metricsSeries(service, in: metrics).observe(code: code, seconds: Double(nanoseconds) / 1e9)
         }
