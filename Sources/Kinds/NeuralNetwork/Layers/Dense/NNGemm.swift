@@ -104,8 +104,11 @@ struct NNChannelEpilogue: Sendable {
     }
 
     /// Applies every step to `rows` rows of `channels` values (channel fastest), as an inner
-    /// product writes them.
-    func applyRows(_ p: UnsafeMutablePointer<Float>, rows: Int) {
+    /// product writes them; with `columns`, only those channels of each row (`p` then points
+    /// at channel `columns.lowerBound` of the first row).
+    func applyRows(_ p: UnsafeMutablePointer<Float>, rows: Int, columns: Range<Int>? = nil) {
+        let cols = columns ?? 0..<channels
+        let c0 = cols.lowerBound
         for step in steps {
             switch step {
             case .affine(let scale, let shift):
@@ -113,23 +116,27 @@ struct NNChannelEpilogue: Sendable {
                     if let scale {
                         scale.withUnsafeBufferPointer { s in
                             for r in 0..<rows {
-                                let y = p + r * channels
-                                for c in 0..<channels { y[c] = y[c] * s[c] + t[c] }
+                                let y = p + r * channels - c0
+                                for c in cols { y[c] = y[c] * s[c] + t[c] }
                             }
                         }
                     } else {
                         for r in 0..<rows {
-                            let y = p + r * channels
-                            for c in 0..<channels { y[c] += t[c] }
+                            let y = p + r * channels - c0
+                            for c in cols { y[c] += t[c] }
                         }
                     }
                 }
             case .activation(let a):
                 switch a {
                 case .prelu, .parametricSoftplus:
-                    for r in 0..<rows { for c in 0..<channels { a.apply(p + r * channels + c, count: 1, channel: c) } }
+                    for r in 0..<rows { for c in cols { a.apply(p + r * channels + c - c0, count: 1, channel: c) } }
                 default:
-                    a.apply(p, count: rows * channels, channel: 0)
+                    if cols.count == channels {
+                        a.apply(p, count: rows * channels, channel: 0)
+                    } else {
+                        for r in 0..<rows { a.apply(p + r * channels, count: cols.count, channel: 0) }
+                    }
                 }
             }
         }
