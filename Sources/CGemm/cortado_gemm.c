@@ -191,46 +191,69 @@ void cg_pack_b(cg_operand b, long k, long n0, long n, float *dst, long dst_width
 // output (oh, ow0 ...).
 typedef struct { long d, oh, ow0, len; } cg_segment;
 
+// Panels packed together: their segments are found once, then each row of the im2col matrix
+// (one input channel and kernel offset) is copied into all of them.
+#define CG_CONV_GROUP 16
+
 CG_TARGET void cg_pack_conv(const cg_conv *g, const float *x, long n0, long n, float *dst, long dst_width, long dst_panel) {
-    long k = g->channels * g->kh * g->kw;
-    cg_segment seg[CG_NR + 1];
-    for (long j0 = 0; j0 < n; j0 += CG_NR) {
-        long nr = cg_min(CG_NR, n - j0);
-        // The panel's output rows.
+    long k = g->channels * g->kh * g->kw, khw = g->kh * g->kw;
+    cg_segment seg[CG_CONV_GROUP * (CG_NR + 1)];
+    long first_seg[CG_CONV_GROUP + 1];
+    for (long q0 = 0; q0 < n; q0 += CG_CONV_GROUP * CG_NR) {
+        long panels = cg_min(CG_CONV_GROUP, (n - q0 + CG_NR - 1) / CG_NR);
         long count = 0;
-        for (long d = 0; d < nr;) {
-            long col = n0 + j0 + d, oh = col / g->out_w, ow = col % g->out_w;
-            long len = cg_min(nr - d, g->out_w - ow);
-            seg[count++] = (cg_segment){d, oh, ow, len};
-            d += len;
+        for (long q = 0; q < panels; q++) {
+            first_seg[q] = count;
+            long j0 = q0 + q * CG_NR, nr = cg_min(CG_NR, n - j0);
+            for (long d = 0; d < nr;) {
+                long col = n0 + j0 + d, oh = col / g->out_w, ow = col % g->out_w;
+                long len = cg_min(nr - d, g->out_w - ow);
+                seg[count++] = (cg_segment){d, oh, ow, len};
+                d += len;
+            }
         }
-        long panel = dst_panel + j0 / CG_NR;
+        first_seg[panels] = count;
+        long panel0 = dst_panel + q0 / CG_NR;
         for (long kb = 0; kb < cg_blocks(k); kb++) {
             long p0 = cg_block_start(kb, k), kcb = cg_block_start(kb + 1, k) - p0;
-            float *out = dst + p0 * dst_width + panel * kcb * CG_NR;
-            for (long p = p0; p < p0 + kcb; p++, out += CG_NR) {
-                long c = p / (g->kh * g->kw), ij = p % (g->kh * g->kw), i = ij / g->kw, j = ij % g->kw;
+            float *block = dst + p0 * dst_width + panel0 * kcb * CG_NR;
+            for (long p = p0; p < p0 + kcb; p++) {
+                long c = p / khw, i = p % khw / g->kw, j = p % g->kw;
                 const float *plane = x + c * g->h * g->w;
                 long dy = i * g->dh - g->pad_h, dx = j * g->dw - g->pad_w;
-                _mm512_storeu_ps(out, _mm512_setzero_ps());
-                _mm512_storeu_ps(out + 16, _mm512_setzero_ps());
-                for (long s = 0; s < count; s++) {
-                    long ih = seg[s].oh * g->sh + dy;
-                    if (ih < 0 || ih >= g->h) continue;
-                    const float *row = plane + ih * g->w;
-                    // Output columns whose input column ow·sw + dx lies in [0, w).
-                    long lo = seg[s].ow0, hi = seg[s].ow0 + seg[s].len;
-                    if (dx < 0) { long first = (-dx + g->sw - 1) / g->sw; if (lo < first) lo = first; }
-                    long last = (g->w - 1 - dx) >= 0 ? (g->w - 1 - dx) / g->sw + 1 : 0;
-                    if (hi > last) hi = last;
-                    float *o = out + seg[s].d - seg[s].ow0;
-                    if (g->sw == 1) {
-                        for (long ow = lo; ow < hi; ow += 16) {
-                            __mmask16 m = cg_lanes(hi - ow);
-                            _mm512_mask_storeu_ps(o + ow, m, _mm512_maskz_loadu_ps(m, row + ow + dx));
+                // Output columns whose input column ow·sw + dx lies in [0, w).
+                long first = dx < 0 ? (-dx + g->sw - 1) / g->sw : 0;
+                long last = (g->w - 1 - dx) >= 0 ? (g->w - 1 - dx) / g->sw + 1 : 0;
+                for (long q = 0; q < panels; q++) {
+                    float *out = block + q * kcb * CG_NR + (p - p0) * CG_NR;
+                    long s = first_seg[q], s1 = first_seg[q + 1];
+                    if (s1 - s == 1 && seg[s].len == CG_NR && g->sw == 1) {
+                        // A whole panel inside one output row.
+                        long ih = seg[s].oh * g->sh + dy, lo = seg[s].ow0;
+                        if (ih >= 0 && ih < g->h && lo >= first && lo + CG_NR <= last) {
+                            const float *src = plane + ih * g->w + lo + dx;
+                            _mm512_storeu_ps(out, _mm512_loadu_ps(src));
+                            _mm512_storeu_ps(out + 16, _mm512_loadu_ps(src + 16));
+                            continue;
                         }
-                    } else {
-                        for (long ow = lo; ow < hi; ow++) o[ow] = row[ow * g->sw + dx];
+                    }
+                    _mm512_storeu_ps(out, _mm512_setzero_ps());
+                    _mm512_storeu_ps(out + 16, _mm512_setzero_ps());
+                    for (; s < s1; s++) {
+                        long ih = seg[s].oh * g->sh + dy;
+                        if (ih < 0 || ih >= g->h) continue;
+                        const float *row = plane + ih * g->w;
+                        long lo = seg[s].ow0 > first ? seg[s].ow0 : first;
+                        long hi = cg_min(seg[s].ow0 + seg[s].len, last);
+                        float *o = out + seg[s].d - seg[s].ow0;
+                        if (g->sw == 1) {
+                            for (long ow = lo; ow < hi; ow += 16) {
+                                __mmask16 m = cg_lanes(hi - ow);
+                                _mm512_mask_storeu_ps(o + ow, m, _mm512_maskz_loadu_ps(m, row + ow + dx));
+                            }
+                        } else {
+                            for (long ow = lo; ow < hi; ow++) o[ow] = row[ow * g->sw + dx];
+                        }
                     }
                 }
             }
@@ -248,7 +271,7 @@ CG_TARGET void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float
     }
     float *ws = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
     float *wa = ws, *wb = ws + CG_MC * CG_KC;
-    long nc_step = b.form == CG_PACKED ? cg_round_up(n, CG_NR) : CG_NC;
+    long nc_step = CG_NC;
     long mc_step = a.form == CG_PACKED ? cg_round_up(m, CG_MR) : CG_MC;
     for (long jc = 0; jc < n; jc += nc_step) {
         long nc = cg_min(nc_step, n - jc);

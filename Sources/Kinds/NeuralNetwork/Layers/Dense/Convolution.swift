@@ -38,6 +38,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
     let padding: Padding
     let deconvolution: Bool
     let outputSize: (h: Int, w: Int)?
+    /// The weights as the spec lays them out (empty when only `packed` is kept).
     let weights: NNFloats
     /// The weights packed for `NNPackedGemm` (ungrouped convolutions, when it is enabled).
     let packed: NNPackedWeights?
@@ -81,13 +82,16 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
             outputSize = nil
         }
         let count = deconvolution ? kernelChannels * (outputChannels / groups) * kh * kw : outputChannels * kernelChannels * kh * kw
-        weights = try NNWeights.values(p.weights, count: count, channels: deconvolution ? kernelChannels : outputChannels, name: "weights")
+        let decoded = try NNWeights.values(p.weights, count: count, channels: deconvolution ? kernelChannels : outputChannels, name: "weights")
         weightForm = NNWeights.form(p.weights)
         if NNPackedGemm.enabled && !deconvolution && groups == 1 {
+            // Only the packed copy is kept.
             let (m, k) = (outputChannels, kernelChannels * kh * kw)
-            packed = weights.withUnsafeBufferPointer { NNPackedWeights(a: $0.baseAddress!, m: m, k: k, ld: k) }
+            packed = decoded.withUnsafeBufferPointer { NNPackedWeights(a: $0.baseAddress!, m: m, k: k, ld: k) }
+            weights = NNFloats([])
         } else {
             packed = nil
+            weights = decoded
         }
         var bias: [Float]?
         if p.hasBias {
@@ -288,11 +292,11 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
     // MARK: Convolution on the packed GEMM
 
     /// Output columns per band when an image is cut into bands (a multiple of the panel
-    /// width, about 256 KB of packed input per band, at least 128 columns), or nil when the
+    /// width, about 256 KB of packed input per band, at least 256 columns), or nil when the
     /// image is small enough to pack whole (fewer than 4 bands' worth of columns).
     private func packedBand(k: Int, n: Int) -> Int? {
         let nr = NNPackedGemm.nr
-        let band = Swift.max(128, Self.bandFloats / Swift.max(1, k) / nr * nr)
+        let band = Swift.max(256, Self.bandFloats / Swift.max(1, k) / nr * nr)
         return n >= 4 * band ? band : nil
     }
 

@@ -18,6 +18,7 @@ import CortadoSpec
 final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Sendable {
     let inputChannels: Int
     let outputChannels: Int
+    /// The weights as the spec lays them out (empty when only `packed` is kept).
     let weights: NNFloats
     /// `Wᵀ` packed for `NNPackedGemm`, when it is enabled.
     let packed: NNPackedWeights?
@@ -33,10 +34,12 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
         guard inputChannels > 0, outputChannels > 0 else {
             throw NNLayerError("inputChannels (\(p.inputChannels)) and outputChannels (\(p.outputChannels)) must be positive")
         }
-        weights = try NNWeights.values(p.weights, count: inputChannels * outputChannels, channels: outputChannels, name: "weights")
+        let decoded = try NNWeights.values(p.weights, count: inputChannels * outputChannels, channels: outputChannels, name: "weights")
         weightForm = NNWeights.form(p.weights)
         let (n, k) = (outputChannels, inputChannels)
-        packed = NNPackedGemm.enabled ? weights.withUnsafeBufferPointer { NNPackedWeights(bTransposed: $0.baseAddress!, n: n, k: k, ld: k) } : nil
+        // With the packed copy, only it is kept.
+        packed = NNPackedGemm.enabled && n >= Self.packedChannels ? decoded.withUnsafeBufferPointer { NNPackedWeights(bTransposed: $0.baseAddress!, n: n, k: k, ld: k) } : nil
+        weights = packed == nil ? decoded : NNFloats([])
         let bias = p.hasBias ? try NNWeights.floats(p.bias, count: outputChannels, name: "bias") : nil
         post = NNChannelEpilogue(channels: outputChannels, bias: bias)
     }
@@ -132,5 +135,11 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
     }
 
     /// Weights (k·n) from which a one-row product is split over the workers.
-    static let parallelGemv = 1 << 17
+    /// (Waking a Dispatch worker costs about as much as a 784×512 GEMV on this machine: split
+    /// only matrices of 16 MB and more.)
+    static let parallelGemv = 1 << 22
+
+    /// Output channels from which the packed kernels are used: narrower layers (a classifier's
+    /// last one) stay on OpenBLAS, which handles them faster.
+    static let packedChannels = 16
 }
