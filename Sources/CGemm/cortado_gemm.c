@@ -263,10 +263,40 @@ CG_TARGET void cg_pack_conv(const cg_conv *g, const float *x, long n0, long n, f
 
 // MARK: The GEMM
 
-CG_TARGET void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float *c, long ldc, int accumulate, float *workspace) {
+// The epilogue on an mr × nr tile of C at row `row`, column `col` of the whole C.
+CG_TARGET static void cg_finish(float *c, long ldc, long mr, long nr, long row, long col, const cg_epilogue *e) {
+    __m512 zero = _mm512_setzero_ps(), alpha = _mm512_set1_ps(e->alpha);
+    for (long i = 0; i < mr; i++) {
+        float *ci = c + i * ldc;
+        __m512 s = _mm512_set1_ps(1.0f), t = zero;
+        if (!e->per_column) {
+            if (e->scale) s = _mm512_set1_ps(e->scale[row + i]);
+            if (e->shift) t = _mm512_set1_ps(e->shift[row + i]);
+        }
+        for (long j = 0; j < nr; j += 16) {
+            __mmask16 m = cg_lanes(nr - j);
+            __m512 v = _mm512_maskz_loadu_ps(m, ci + j);
+            if (e->per_column) {
+                if (e->scale) s = _mm512_maskz_loadu_ps(m, e->scale + col + j);
+                if (e->shift) t = _mm512_maskz_loadu_ps(m, e->shift + col + j);
+            }
+            v = _mm512_fmadd_ps(v, s, t);
+            if (e->activation == CG_ACT_RELU) {
+                v = _mm512_max_ps(zero, v); // NaN stays NaN, as in NNActivation
+            } else if (e->activation == CG_ACT_LEAKY_RELU) {
+                v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, alpha);
+            }
+            _mm512_mask_storeu_ps(ci + j, m, v);
+        }
+    }
+}
+
+CG_TARGET void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float *c, long ldc, int accumulate, float *workspace,
+                       const cg_epilogue *epilogue) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         if (!accumulate) for (long i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
+        if (epilogue) cg_finish(c, ldc, m, n, 0, 0, epilogue);
         return;
     }
     float *ws = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
@@ -278,6 +308,7 @@ CG_TARGET void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float
         for (long kb = 0; kb < cg_blocks(k); kb++) {
             long p0 = cg_block_start(kb, k), kcb = cg_block_start(kb + 1, k) - p0;
             int add = accumulate || p0 > 0;
+            const cg_epilogue *finish = p0 + kcb == k ? epilogue : NULL;
             const float *bblk;
             if (b.form == CG_PACKED) {
                 bblk = b.data + p0 * b.width + (b.panel + jc / CG_NR) * kcb * CG_NR;
@@ -304,6 +335,7 @@ CG_TARGET void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float
                         long nr = cg_min(CG_NR, nc - jr);
                         const float *bp = bblk + (jr / CG_NR) * kcb * CG_NR;
                         cg_tile(kcb, ap, bp, crow + jr, ldc, add, mr, nr);
+                        if (finish) cg_finish(crow + jr, ldc, mr, nr, ic + ir, jc + jr, finish);
                     }
                 }
             }

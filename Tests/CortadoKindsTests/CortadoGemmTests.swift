@@ -116,7 +116,7 @@ final class CortadoGemmTests: XCTestCase {
                         var c0 = values.array(m * ldc)
                         for i in 0..<m { for j in n..<ldc { c0[i * ldc + j] = .nan } }
                         var c = c0
-                        c.withUnsafeMutableBufferPointer { cg_gemm(m, n, k, aOperand, bOperand, $0.baseAddress!, ldc, accumulate ? 1 : 0, workspace.p) }
+                        c.withUnsafeMutableBufferPointer { cg_gemm(m, n, k, aOperand, bOperand, $0.baseAddress!, ldc, accumulate ? 1 : 0, workspace.p, nil) }
                         check(c, ldc: ldc, m: m, n: n, k: k, a: aAt, b: bAt, c0: accumulate ? c0 : nil,
                               "\(m)×\(n)×\(k) A form \(aForm) B form \(bForm) accumulate \(accumulate)")
                         withExtendedLifetime(keep) {}
@@ -144,7 +144,7 @@ final class CortadoGemmTests: XCTestCase {
         var c = [Float](repeating: .nan, count: (m - m0) * (n - n0))
         c.withUnsafeMutableBufferPointer {
             cg_gemm(m - m0, n - n0, k, cg_operand(data: pa.p, ld: 0, form: CG_PACKED, width: 60, panel: 2),
-                    cg_operand(data: pb.p, ld: 0, form: CG_PACKED, width: 128, panel: 1), $0.baseAddress!, n - n0, 0, workspace.p)
+                    cg_operand(data: pb.p, ld: 0, form: CG_PACKED, width: 128, panel: 1), $0.baseAddress!, n - n0, 0, workspace.p, nil)
         }
         check(c, ldc: n - n0, m: m - m0, n: n - n0, k: k, a: { a[($0 + m0) * k + $1] }, b: { b[$0 * n + $1 + n0] }, c0: nil, "views")
     }
@@ -160,7 +160,7 @@ final class CortadoGemmTests: XCTestCase {
                 b.withUnsafeBufferPointer { bp in
                     ours.withUnsafeMutableBufferPointer {
                         cg_gemm(m, n, k, cg_operand(data: ap.baseAddress!, ld: k, form: CG_ROW_MAJOR, width: 0, panel: 0),
-                                cg_operand(data: bp.baseAddress!, ld: n, form: CG_ROW_MAJOR, width: 0, panel: 0), $0.baseAddress!, n, 0, workspace.p)
+                                cg_operand(data: bp.baseAddress!, ld: n, form: CG_ROW_MAJOR, width: 0, panel: 0), $0.baseAddress!, n, 0, workspace.p, nil)
                     }
                     blas.withUnsafeMutableBufferPointer {
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(m), blasint(n), blasint(k), 1,
@@ -174,6 +174,66 @@ final class CortadoGemmTests: XCTestCase {
                     for p in 0..<k { magnitude += abs(Double(a[i * k + p]) * Double(b[p * n + j])) }
                     let bound = 8 * Double(k) * u * magnitude  // both within 4·K·u of the exact value
                     XCTAssertLessThanOrEqual(abs(Double(ours[i * n + j]) - Double(blas[i * n + j])), bound, "\(m)×\(n)×\(k) at \(i),\(j)")
+                }
+            }
+        }
+    }
+
+    /// The epilogue on finished tiles: per-row or per-column scale and shift (either absent),
+    /// then none, ReLU or leaky ReLU, over k spanning several blocks, with accumulation; the
+    /// same bound on x·scale + shift (the activations are exact).
+    func testEpilogueOnFinishedTiles() {
+        var values = Values(state: 6)
+        let m = 29, n = 45, k = 600, ldc = n + 3
+        let a = values.array(m * k), b = values.array(k * n)
+        let workspace = Aligned(Int(cg_workspace_count()))
+        for perColumn in [false, true] {
+            let channels = perColumn ? n : m
+            let scale = values.array(channels + 2), shift = values.array(channels + 2)
+            for activation in [CG_ACT_NONE, CG_ACT_RELU, CG_ACT_LEAKY_RELU] {
+                for (useScale, useShift) in [(true, true), (false, true), (true, false)] {
+                    for accumulate in [false, true] {
+                        let c0 = values.array(m * ldc)
+                        var c = c0
+                        scale.withUnsafeBufferPointer { s in
+                            shift.withUnsafeBufferPointer { t in
+                                // Channels counted from the third value: the caller's offset.
+                                var e = cg_epilogue(scale: useScale ? s.baseAddress! + 2 : nil, shift: useShift ? t.baseAddress! + 2 : nil,
+                                                    per_column: perColumn ? 1 : 0, activation: activation, alpha: 0.1)
+                                a.withUnsafeBufferPointer { ap in
+                                    b.withUnsafeBufferPointer { bp in
+                                        c.withUnsafeMutableBufferPointer {
+                                            cg_gemm(m, n, k, cg_operand(data: ap.baseAddress!, ld: k, form: CG_ROW_MAJOR, width: 0, panel: 0),
+                                                    cg_operand(data: bp.baseAddress!, ld: n, form: CG_ROW_MAJOR, width: 0, panel: 0),
+                                                    $0.baseAddress!, ldc, accumulate ? 1 : 0, workspace.p, &e)
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        let what = "per \(perColumn ? "column" : "row") \(activation) scale \(useScale) shift \(useShift) accumulate \(accumulate)"
+                        for i in 0..<m {
+                            for j in 0..<n {
+                                var exact = accumulate ? Double(c0[i * ldc + j]) : 0
+                                var magnitude = abs(exact)
+                                for p in 0..<k {
+                                    let t = Double(a[i * k + p]) * Double(b[p * n + j])
+                                    exact += t
+                                    magnitude += abs(t)
+                                }
+                                let ch = (perColumn ? j : i) + 2
+                                let s = useScale ? Double(scale[ch]) : 1, t = useShift ? Double(shift[ch]) : 0
+                                var y = exact * s + t
+                                if activation == CG_ACT_RELU { y = Swift.max(y, 0) }
+                                if activation == CG_ACT_LEAKY_RELU && y < 0 { y *= Double(Float(0.1)) }
+                                let bound = 4 * Double(k + 2) * u * (magnitude * abs(s) + abs(t)) + 1e-30
+                                // Near 0 the sign may differ within the bound; compare before the slope there.
+                                if abs(exact * s + t) <= bound { continue }
+                                XCTAssertLessThanOrEqual(abs(Double(c[i * ldc + j]) - y), bound, "\(what) at \(i),\(j)")
+                            }
+                            for j in n..<ldc { XCTAssertEqual(c[i * ldc + j], c0[i * ldc + j], "\(what): column \(j) past n written") }
+                        }
+                    }
                 }
             }
         }
@@ -225,7 +285,7 @@ final class CortadoGemmTests: XCTestCase {
             let workspace = Aligned(Int(cg_workspace_count()))
             y.withUnsafeMutableBufferPointer {
                 cg_gemm(filters, n, k, cg_operand(data: pa.p, ld: 0, form: CG_PACKED, width: (filters + 11) / 12 * 12, panel: 0),
-                        cg_operand(data: pb.p, ld: 0, form: CG_PACKED, width: width, panel: 0), $0.baseAddress!, n, 0, workspace.p)
+                        cg_operand(data: pb.p, ld: 0, form: CG_PACKED, width: width, panel: 0), $0.baseAddress!, n, 0, workspace.p, nil)
             }
             func input(_ p: Int, _ col: Int) -> Float {
                 let ch = p / (kh * kw), i = p / kw % kh, j = p % kw

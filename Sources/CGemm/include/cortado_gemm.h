@@ -73,9 +73,24 @@ void cg_pack_conv(const cg_conv *g, const float *x, long n0, long n, float *dst,
 /* Floats of workspace cg_gemm needs (at most; 64-byte alignment is done inside). */
 size_t cg_workspace_count(void);
 
-/* C[m×n] = A·B, or C += A·B when accumulate is non-zero. A packed A view starts on a row
- * panel, a packed B view on a column panel. */
-void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float *c, long ldc, int accumulate, float *workspace);
+/* Steps applied to each finished tile of C while it is in L1: y = x·scale[ch] + shift[ch]
+ * (a NULL scale means 1, a NULL shift 0), then the activation. The channel ch is the row of
+ * C (per_column 0: a convolution's output channels) or its column (per_column 1: an inner
+ * product's); scale and shift are indexed from the first row or column of this C. */
+typedef enum { CG_ACT_NONE = 0, CG_ACT_RELU = 1, CG_ACT_LEAKY_RELU = 2 } cg_activation;
+
+typedef struct {
+    const float *scale;
+    const float *shift;
+    int per_column;
+    cg_activation activation;
+    float alpha; /* leaky ReLU: y = alpha·x for x < 0 */
+} cg_epilogue;
+
+/* C[m×n] = A·B, or C += A·B when accumulate is non-zero; then the epilogue, when not NULL.
+ * A packed A view starts on a row panel, a packed B view on a column panel. */
+void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float *c, long ldc, int accumulate, float *workspace,
+             const cg_epilogue *epilogue);
 
 /* y[n] = x[k]·B for one row x against columns [0, n) of a packed B view (y overwritten). */
 void cg_gemv(long n, long k, const float *x, cg_operand b, float *y);

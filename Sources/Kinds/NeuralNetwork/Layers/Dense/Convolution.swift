@@ -23,7 +23,9 @@ import CortadoSpec
 /// the GEMM's left operand and packs the im2col matrix straight from the input image into the
 /// right operand's panels (no im2col buffer). Large images go in bands of output columns per
 /// worker (each band packed, multiplied and finished while in cache); small ones pack the whole
-/// matrix once, the workers sharing the packing, then split the output channels.
+/// matrix once, the workers sharing the packing, then split the output channels. Folded steps
+/// of the forms the GEMM applies (bias or batch norm, then ReLU or leaky ReLU) run on each
+/// tile of the output as it is finished.
 final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable {
     enum Padding {
         case valid(top: Int, bottom: Int, left: Int, right: Int)
@@ -329,9 +331,11 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
                     while n0 < end {
                         let cols = Swift.min(band, end - n0)
                         cg_pack_conv(&conv, xi, n0, cols, buffer, NNPackedGemm.roundUp(cols, nr), 0)
-                        cg_gemm(m, cols, k, packed.operand(), NNPackedGemm.packed(buffer, width: NNPackedGemm.roundUp(cols, nr), panel: 0),
-                                yi + n0, n, 0, workspace)
-                        if !post.isEmpty {
+                        post.withGemmEpilogue(perColumn: false, offset: 0) { epilogue in
+                            cg_gemm(m, cols, k, packed.operand(), NNPackedGemm.packed(buffer, width: NNPackedGemm.roundUp(cols, nr), panel: 0),
+                                    yi + n0, n, 0, workspace, epilogue)
+                        }
+                        if post.needsPass {
                             for c in 0..<m { post.apply(yi + c * n + n0, count: cols, channel: c) }
                         }
                         n0 += cols
@@ -361,9 +365,11 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
                 let q0 = worker * perRows, q1 = Swift.min(mPanels, q0 + perRows)
                 let m0 = q0 * mr, m1 = Swift.min(m, q1 * mr)
                 guard m0 < m1 else { return }
-                cg_gemm(m1 - m0, n, k, packed.operand(panel: q0), NNPackedGemm.packed(buffer, width: width, panel: 0),
-                        yi + m0 * n, n, 0, workspaces + worker * NNPackedGemm.workspace)
-                if !post.isEmpty {
+                post.withGemmEpilogue(perColumn: false, offset: m0) { epilogue in
+                    cg_gemm(m1 - m0, n, k, packed.operand(panel: q0), NNPackedGemm.packed(buffer, width: width, panel: 0),
+                            yi + m0 * n, n, 0, workspaces + worker * NNPackedGemm.workspace, epilogue)
+                }
+                if post.needsPass {
                     for c in m0..<m1 { post.apply(yi + c * n, count: n, channel: c) }
                 }
             }

@@ -128,9 +128,11 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
         NNGemm.run(workers: workers) { worker in
             let r0 = Swift.min(rows, worker * per), r1 = Swift.min(rows, r0 + per)
             guard r0 < r1 else { return }
-            cg_gemm(r1 - r0, n, k, NNPackedGemm.plain(x + r0 * k, ld: k), packed.operand(), y + r0 * n, n, 0,
-                    context.scratch + worker * NNPackedGemm.workspace)
-            post.applyRows(y + r0 * n, rows: r1 - r0)
+            post.withGemmEpilogue(perColumn: true, offset: 0) { epilogue in
+                cg_gemm(r1 - r0, n, k, NNPackedGemm.plain(x + r0 * k, ld: k), packed.operand(), y + r0 * n, n, 0,
+                        context.scratch + worker * NNPackedGemm.workspace, epilogue)
+            }
+            if post.needsPass { post.applyRows(y + r0 * n, rows: r1 - r0) }
         }
     }
 
