@@ -151,7 +151,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "cortado-bench",
-            dependencies: ["CortadoModels"],
+            dependencies: ["CortadoModels", "CCortadoGemm", "COpenBLAS"],
             path: "Sources/cortado-bench",
             swiftSettings: fastMath
         ),

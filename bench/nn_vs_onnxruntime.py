@@ -20,8 +20,8 @@ with the default, so the two paths meet the same machine load.
 Also printed: Cortado's GFLOP/s on the Tiny YOLO convolutions (each 3×3/1×1 convolution of
 the network timed alone as a one-layer model; and the whole network's FLOPs over its latency),
 against a 2048³ sgemm in the same OpenBLAS library Cortado links (Debian's libopenblas,
-called through ctypes), in numpy's bundled OpenBLAS and in Cortado (a 2048→2048 inner product
-on a 2048-row batch through `cortado report`: its GEMM plus copying the batch in and out); Tiny YOLO load time and peak RSS
+called through ctypes) and in numpy's bundled OpenBLAS, and (when `cortado-bench` is built
+beside `cortado`) Cortado's own GEMM next to that OpenBLAS in one process (`cortado-bench gemm`); Tiny YOLO load time and peak RSS
 (Cortado: `cortado report`; onnxruntime: session creation, and the peak RSS (VmHWM) of a child Python
 process that imports onnxruntime, loads the model and runs once).
 
@@ -118,32 +118,17 @@ print(""" + HWM + """)
 """
 
 
-def inner_product_model(n, seed=3):
-    """An n→n inner product (no bias): a batch of n rows is an n³ GEMM."""
-    from coremltools.models import datatypes
-    from coremltools.models.neural_network import NeuralNetworkBuilder
-    w = np.random.default_rng(seed).standard_normal((n, n)).astype(np.float32) / np.sqrt(n)
-    b = NeuralNetworkBuilder([("x", datatypes.Array(n))], [("y", datatypes.Array(n))])
-    b.add_inner_product("fc", W=w, b=None, input_channels=n, output_channels=n, has_bias=False, input_name="x", output_name="y")
-    return b
-
-
-def cortado_gemm_gflops(exe, work, n, threads, repeat, openblas):
-    """n³ GFLOP/s of Cortado's inner product on an n-row batch (median of `repeat` runs);
-    with `openblas`, through its OpenBLAS path (CORTADO_GEMM=openblas), alternating."""
-    path, rows = os.path.join(work, f"ip{n}.mlmodel"), os.path.join(work, f"ip{n}_rows.jsonl")
-    if not os.path.exists(path):
-        save(inner_product_model(n).spec, path)
-        x = np.random.default_rng(4).standard_normal((n, n)).astype(np.float32)
-        with open(rows, "w") as f:
-            for row in x:
-                f.write(json.dumps({"x": {"shape": [n], "dataType": "FLOAT32", "data": [round(float(v), 4) for v in row]}}) + "\n")
-    envs = {"cortado": None, **({"cortado_openblas": OPENBLAS_ENV} if openblas else {})}
-    times = {name: [] for name in envs}
-    for _ in range(repeat):
-        for name, env in envs.items():
-            times[name].append(cortado_report(exe, path, rows, threads, n, 3, 1, env)["medianSeconds"])
-    return {name: 2 * n ** 3 / float(np.median(t)) / 1e9 for name, t in times.items()}
+def cortado_gemm_gflops(exe, n, threads, repeat):
+    """`cortado-bench gemm` (beside `cortado`): Cortado's own GEMM and the OpenBLAS it links on
+    the same n³ product, alternating, in one process; None when cortado-bench is not built."""
+    bench = os.path.join(os.path.dirname(exe), "cortado-bench")
+    if not os.access(bench, os.X_OK):
+        return None
+    done = subprocess.run([bench, "gemm", str(n), "--threads", str(threads), "--repeat", str(repeat)], capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"cortado-bench gemm failed: {done.stderr.strip()}")
+        return None
+    return json.loads(done.stdout)
 
 
 def sgemm_gflops(n, threads, repeat=5):
@@ -247,7 +232,6 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_args(p, iterations=20, iterations_help="timed runs per round (Tiny YOLO; the MLP runs 10× more)")
     p.add_argument("--no-layers", action="store_true", help="skip timing each Tiny YOLO convolution alone")
-    p.add_argument("--no-gemm", action="store_true", help="skip timing Cortado's 2048³ GEMM (a 2048-row inner product)")
     p.add_argument("--openblas", action="store_true",
                    help="also time Cortado with CORTADO_GEMM=openblas (its OpenBLAS path), alternating rounds")
     a = p.parse_args()
@@ -372,17 +356,16 @@ def main():
             print("(openblas: GFLOP/s of the same layer with CORTADO_GEMM=openblas)")
         print("(each convolution as a one-layer model through `cortado report`: includes copying the input in and the output out)")
     gemm = {t: sgemm_gflops(2048, t) for t in a.threads}
-    if not a.no_gemm:
-        for t in a.threads:
-            gemm[t].update(cortado_gemm_gflops(exe, work, 2048, t, max(3, a.repeat // 2), a.openblas))
     for t, g in gemm.items():
-        ours = ""
-        if "cortado" in g:
-            ours = f"; Cortado (2048→2048 inner product, 2048 rows) {g['cortado']:.1f} GFLOP/s"
-            if "cortado_openblas" in g:
-                ours += f", with CORTADO_GEMM=openblas {g['cortado_openblas']:.1f}"
         print(f"2048³ sgemm, {t} thread(s): Debian libopenblas (Cortado's) {g.get('debian_openblas', float('nan')):.1f} GFLOP/s, "
-              f"numpy's OpenBLAS {g['numpy']:.1f} GFLOP/s ({g['numpy_threads']} thread(s)){ours}")
+              f"numpy's OpenBLAS {g['numpy']:.1f} GFLOP/s ({g['numpy_threads']} thread(s))")
+        ours = cortado_gemm_gflops(exe, 2048, t, max(5, a.repeat))
+        if ours:
+            g["cortado_gemm"] = ours
+            print(f"  in one process (cortado-bench gemm, alternating): Cortado's GEMM {ours['cortado_gflops']:.1f} GFLOP/s, "
+                  f"OpenBLAS {ours['openblas_gflops']:.1f} GFLOP/s (results agree to {ours['max_relative_difference']:.1g})")
+        else:
+            print("  (Cortado's own GEMM: build cortado-bench beside cortado to compare it here)")
 
     # Load time and memory.
     child = subprocess.run([sys.executable, "-c", ORT_RSS_CHILD, yolo_onnx_path, str(tmax)], capture_output=True, text=True)

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #define CG_TARGET __attribute__((target("avx512f,avx512vl,fma")))
-#define CG_NC 512
+#define CG_NC 1024
 #define CG_MC 144
 
 int cg_available(void) {

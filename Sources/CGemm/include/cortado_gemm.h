@@ -88,7 +88,8 @@ typedef struct {
 } cg_epilogue;
 
 /* C[m×n] = A·B, or C += A·B when accumulate is non-zero; then the epilogue, when not NULL.
- * A packed A view starts on a row panel, a packed B view on a column panel. */
+ * A packed A view starts on a row panel, a packed B view on a column panel. The workspace
+ * (cg_workspace_count() floats) may be NULL when both operands are packed. */
 void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float *c, long ldc, int accumulate, float *workspace,
              const cg_epilogue *epilogue);
 

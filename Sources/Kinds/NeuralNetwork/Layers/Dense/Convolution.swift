@@ -302,12 +302,14 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
         return n >= 4 * band ? band : nil
     }
 
+    /// One packed input per worker (bands) or one for all; both operands are packed, so the
+    /// GEMM needs no workspace of its own.
     private func packedScratch(k: Int, n: Int) -> Int {
         let slack = 16
         if let band = packedBand(k: k, n: n) {
-            return NNThreads.cores * (k * band + slack + NNPackedGemm.workspace)
+            return NNThreads.cores * (k * band + slack)
         }
-        return k * NNPackedGemm.roundUp(n, NNPackedGemm.nr) + slack + NNThreads.cores * NNPackedGemm.workspace
+        return k * NNPackedGemm.roundUp(n, NNPackedGemm.nr) + slack
     }
 
     private func runPacked(_ packed: NNPackedWeights, x: UnsafeMutablePointer<Float>, xs: NNShape, y: UnsafeMutablePointer<Float>,
@@ -320,10 +322,9 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
             // Each worker takes a contiguous share of every image's columns, band by band.
             let workers = NNPackedGemm.workers(context, items: n / band)
             let share = NNPackedGemm.roundUp((n + workers - 1) / workers, nr)
-            let slot = k * band + 16 + NNPackedGemm.workspace
+            let slot = k * band + 16
             NNGemm.run(workers: workers) { worker in
                 let buffer = NNPackedGemm.aligned(context.scratch + worker * slot)
-                let workspace = buffer + k * band
                 let start = Swift.min(n, worker * share), end = Swift.min(n, start + share)
                 for image in 0..<xs.images {
                     let xi = x + image * xs.chw, yi = y + image * ys.chw
@@ -333,7 +334,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
                         cg_pack_conv(&conv, xi, n0, cols, buffer, NNPackedGemm.roundUp(cols, nr), 0)
                         post.withGemmEpilogue(perColumn: false, offset: 0) { epilogue in
                             cg_gemm(m, cols, k, packed.operand(), NNPackedGemm.packed(buffer, width: NNPackedGemm.roundUp(cols, nr), panel: 0),
-                                    yi + n0, n, 0, workspace, epilogue)
+                                    yi + n0, n, 0, nil, epilogue)
                         }
                         if post.needsPass {
                             for c in 0..<m { post.apply(yi + c * n + n0, count: cols, channel: c) }
@@ -348,7 +349,6 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
         // output channels split over the workers.
         let width = NNPackedGemm.roundUp(n, nr), panels = width / nr
         let buffer = NNPackedGemm.aligned(context.scratch)
-        let workspaces = buffer + k * width
         let mPanels = packed.width / mr
         let workers = n * m * k >= 1 << 20 ? NNPackedGemm.workers(context, items: mPanels) : 1
         for image in 0..<xs.images {
@@ -367,7 +367,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
                 guard m0 < m1 else { return }
                 post.withGemmEpilogue(perColumn: false, offset: m0) { epilogue in
                     cg_gemm(m1 - m0, n, k, packed.operand(panel: q0), NNPackedGemm.packed(buffer, width: width, panel: 0),
-                            yi + m0 * n, n, 0, workspaces + worker * NNPackedGemm.workspace, epilogue)
+                            yi + m0 * n, n, 0, nil, epilogue)
                 }
                 if post.needsPass {
                     for c in m0..<m1 { post.apply(yi + c * n, count: n, channel: c) }
