@@ -45,19 +45,42 @@ static inline __mmask16 cg_lanes(long n) {
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
-// C[mr × nr] (=|+=) A-panel · B-panel over kc: `name` computes the rows ROWS lists (mr ≤
+// The epilogue on one vector of finished values: v·s + t, then the activation.
+CG_TARGET static inline __m512 cg_epi(__m512 v, __m512 s, __m512 t, const cg_epilogue *e) {
+    v = _mm512_fmadd_ps(v, s, t);
+    if (e->activation == CG_ACT_RELU) return _mm512_max_ps(_mm512_setzero_ps(), v); // NaN stays NaN, as in NNActivation
+    if (e->activation == CG_ACT_LEAKY_RELU) {
+        return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v, _mm512_set1_ps(e->alpha));
+    }
+    return v;
+}
+
+// C[mr × nr] (=|+=) A-panel · B-panel over kc, then the epilogue e (when not NULL) for the
+// tile at row `row`, column `col` of the whole C: `name` computes the rows ROWS lists (mr ≤
 // their count; A's panel stride stays CG_MR) and nr ≤ 32 columns, two zmm accumulators a row.
 #define CG_DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
 #define CG_FMA(i) { __m512 ai = _mm512_set1_ps(a[i]); c##i##0 = _mm512_fmadd_ps(ai, b0, c##i##0); c##i##1 = _mm512_fmadd_ps(ai, b1, c##i##1); }
 #define CG_STORE_FULL(i) { float *ci = c + i * ldc; \
     if (add) { c##i##0 = _mm512_add_ps(c##i##0, _mm512_loadu_ps(ci)); c##i##1 = _mm512_add_ps(c##i##1, _mm512_loadu_ps(ci + 16)); } \
+    if (e) { CG_EPI_ROW(i) c##i##0 = cg_epi(c##i##0, s0, t0, e); c##i##1 = cg_epi(c##i##1, s1, t1, e); } \
     _mm512_storeu_ps(ci, c##i##0); _mm512_storeu_ps(ci + 16, c##i##1); }
 #define CG_STORE_PART(i) if (i < mr) { float *ci = c + i * ldc; \
     if (add) { c##i##0 = _mm512_add_ps(c##i##0, _mm512_maskz_loadu_ps(m0, ci)); c##i##1 = _mm512_add_ps(c##i##1, _mm512_maskz_loadu_ps(m1, ci + 16)); } \
+    if (e) { CG_EPI_ROW(i) c##i##0 = cg_epi(c##i##0, s0, t0, e); c##i##1 = cg_epi(c##i##1, s1, t1, e); } \
     _mm512_mask_storeu_ps(ci, m0, c##i##0); _mm512_mask_storeu_ps(ci + 16, m1, c##i##1); }
+// Per-row scale and shift of row i (when the channels run along the rows).
+#define CG_EPI_ROW(i) if (!e->per_column) { \
+    s0 = s1 = e->scale ? _mm512_set1_ps(e->scale[row + i]) : _mm512_set1_ps(1.0f); \
+    t0 = t1 = e->shift ? _mm512_set1_ps(e->shift[row + i]) : _mm512_setzero_ps(); }
+// Per-column scale and shift of the tile's columns (when the channels run along the columns).
+#define CG_EPI_COLUMNS(m0, m1) __m512 s0 = _mm512_set1_ps(1.0f), s1 = s0, t0 = _mm512_setzero_ps(), t1 = t0; \
+    if (e && e->per_column) { \
+        if (e->scale) { s0 = _mm512_maskz_loadu_ps(m0, e->scale + col); s1 = _mm512_maskz_loadu_ps(m1, e->scale + col + 16); } \
+        if (e->shift) { t0 = _mm512_maskz_loadu_ps(m0, e->shift + col); t1 = _mm512_maskz_loadu_ps(m1, e->shift + col + 16); } \
+    }
 #define CG_KERNEL_32(name, ROWS, rows) \
-CG_TARGET static void name(long kc, const float *restrict a, const float *restrict b, \
-                           float *restrict c, long ldc, int add, long mr, long nr) { \
+CG_TARGET static void name(long kc, const float *restrict a, const float *restrict b, float *restrict c, long ldc, \
+                           int add, long mr, long nr, const cg_epilogue *e, long row, long col) { \
     ROWS(CG_DECL) \
     for (long i = 0; i < mr; i++) { \
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0); \
@@ -76,8 +99,9 @@ CG_TARGET static void name(long kc, const float *restrict a, const float *restri
         ROWS(CG_FMA) \
         a += CG_MR; b += CG_NR; \
     } \
-    if (mr == rows && nr == CG_NR) { ROWS(CG_STORE_FULL) return; } \
     __mmask16 m0 = cg_lanes(nr), m1 = cg_lanes(nr - 16); \
+    CG_EPI_COLUMNS(m0, m1) \
+    if (mr == rows && nr == CG_NR) { ROWS(CG_STORE_FULL) return; } \
     ROWS(CG_STORE_PART) \
 }
 
@@ -86,10 +110,11 @@ CG_TARGET static void name(long kc, const float *restrict a, const float *restri
 #define CG_FMA1(i) c##i##0 = _mm512_fmadd_ps(_mm512_set1_ps(a[i]), b0, c##i##0);
 #define CG_STORE1(i) if (i < mr) { float *ci = c + i * ldc; \
     if (add) c##i##0 = _mm512_add_ps(c##i##0, _mm512_maskz_loadu_ps(m0, ci)); \
+    if (e) { CG_EPI_ROW(i) c##i##0 = cg_epi(c##i##0, s0, t0, e); } \
     _mm512_mask_storeu_ps(ci, m0, c##i##0); }
 #define CG_KERNEL_16(name, ROWS) \
-CG_TARGET static void name(long kc, const float *restrict a, const float *restrict b, \
-                           float *restrict c, long ldc, int add, long mr, long nr) { \
+CG_TARGET static void name(long kc, const float *restrict a, const float *restrict b, float *restrict c, long ldc, \
+                           int add, long mr, long nr, const cg_epilogue *e, long row, long col) { \
     ROWS(CG_DECL1) \
     for (long p = 0; p < kc; p++) { \
         __m512 b0 = _mm512_loadu_ps(b); \
@@ -97,6 +122,8 @@ CG_TARGET static void name(long kc, const float *restrict a, const float *restri
         a += CG_MR; b += CG_NR; \
     } \
     __mmask16 m0 = cg_lanes(nr); \
+    CG_EPI_COLUMNS(m0, 0) \
+    (void)s1; (void)t1; \
     ROWS(CG_STORE1) \
 }
 
@@ -108,15 +135,16 @@ CG_KERNEL_16(cg_kernel_8x16, CG_ROWS8)
 CG_KERNEL_16(cg_kernel_4x16, CG_ROWS4)
 
 // The kernel for an mr × nr tile: the narrowest that covers it.
-CG_TARGET static inline void cg_tile(long kc, const float *a, const float *b, float *c, long ldc, int add, long mr, long nr) {
+CG_TARGET static inline void cg_tile(long kc, const float *a, const float *b, float *c, long ldc, int add, long mr, long nr,
+                                     const cg_epilogue *e, long row, long col) {
     if (nr > 16) {
-        if (mr > 8) cg_kernel_12x32(kc, a, b, c, ldc, add, mr, nr);
-        else if (mr > 4) cg_kernel_8x32(kc, a, b, c, ldc, add, mr, nr);
-        else cg_kernel_4x32(kc, a, b, c, ldc, add, mr, nr);
+        if (mr > 8) cg_kernel_12x32(kc, a, b, c, ldc, add, mr, nr, e, row, col);
+        else if (mr > 4) cg_kernel_8x32(kc, a, b, c, ldc, add, mr, nr, e, row, col);
+        else cg_kernel_4x32(kc, a, b, c, ldc, add, mr, nr, e, row, col);
     } else {
-        if (mr > 8) cg_kernel_12x16(kc, a, b, c, ldc, add, mr, nr);
-        else if (mr > 4) cg_kernel_8x16(kc, a, b, c, ldc, add, mr, nr);
-        else cg_kernel_4x16(kc, a, b, c, ldc, add, mr, nr);
+        if (mr > 8) cg_kernel_12x16(kc, a, b, c, ldc, add, mr, nr, e, row, col);
+        else if (mr > 4) cg_kernel_8x16(kc, a, b, c, ldc, add, mr, nr, e, row, col);
+        else cg_kernel_4x16(kc, a, b, c, ldc, add, mr, nr, e, row, col);
     }
 }
 
@@ -263,30 +291,16 @@ CG_TARGET void cg_pack_conv(const cg_conv *g, const float *x, long n0, long n, f
 
 // MARK: The GEMM
 
-// The epilogue on an mr × nr tile of C at row `row`, column `col` of the whole C.
-CG_TARGET static void cg_finish(float *c, long ldc, long mr, long nr, long row, long col, const cg_epilogue *e) {
-    __m512 zero = _mm512_setzero_ps(), alpha = _mm512_set1_ps(e->alpha);
-    for (long i = 0; i < mr; i++) {
-        float *ci = c + i * ldc;
-        __m512 s = _mm512_set1_ps(1.0f), t = zero;
-        if (!e->per_column) {
-            if (e->scale) s = _mm512_set1_ps(e->scale[row + i]);
-            if (e->shift) t = _mm512_set1_ps(e->shift[row + i]);
-        }
-        for (long j = 0; j < nr; j += 16) {
-            __mmask16 m = cg_lanes(nr - j);
-            __m512 v = _mm512_maskz_loadu_ps(m, ci + j);
-            if (e->per_column) {
-                if (e->scale) s = _mm512_maskz_loadu_ps(m, e->scale + col + j);
-                if (e->shift) t = _mm512_maskz_loadu_ps(m, e->shift + col + j);
-            }
-            v = _mm512_fmadd_ps(v, s, t);
-            if (e->activation == CG_ACT_RELU) {
-                v = _mm512_max_ps(zero, v); // NaN stays NaN, as in NNActivation
-            } else if (e->activation == CG_ACT_LEAKY_RELU) {
-                v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, alpha);
-            }
-            _mm512_mask_storeu_ps(ci + j, m, v);
+// The epilogue on an m × n C that no product touched (k = 0).
+CG_TARGET static void cg_finish(float *c, long ldc, long m, long n, const cg_epilogue *e) {
+    for (long i = 0; i < m; i++) {
+        for (long j = 0; j < n; j += 16) {
+            __mmask16 lanes = cg_lanes(n - j);
+            float s = 1.0f, t = 0.0f;
+            if (!e->per_column) { s = e->scale ? e->scale[i] : 1.0f; t = e->shift ? e->shift[i] : 0.0f; }
+            __m512 sv = e->per_column && e->scale ? _mm512_maskz_loadu_ps(lanes, e->scale + j) : _mm512_set1_ps(s);
+            __m512 tv = e->per_column && e->shift ? _mm512_maskz_loadu_ps(lanes, e->shift + j) : _mm512_set1_ps(t);
+            _mm512_mask_storeu_ps(c + i * ldc + j, lanes, cg_epi(_mm512_maskz_loadu_ps(lanes, c + i * ldc + j), sv, tv, e));
         }
     }
 }
@@ -296,7 +310,7 @@ CG_TARGET void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         if (!accumulate) for (long i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
-        if (epilogue) cg_finish(c, ldc, m, n, 0, 0, epilogue);
+        if (epilogue) cg_finish(c, ldc, m, n, epilogue);
         return;
     }
     float *ws = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
@@ -334,8 +348,7 @@ CG_TARGET void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float
                     for (long jr = 0; jr < nc; jr += CG_NR) {
                         long nr = cg_min(CG_NR, nc - jr);
                         const float *bp = bblk + (jr / CG_NR) * kcb * CG_NR;
-                        cg_tile(kcb, ap, bp, crow + jr, ldc, add, mr, nr);
-                        if (finish) cg_finish(crow + jr, ldc, mr, nr, ic + ir, jc + jr, finish);
+                        cg_tile(kcb, ap, bp, crow + jr, ldc, add, mr, nr, finish, ic + ir, jc + jr);
                     }
                 }
             }

@@ -180,58 +180,60 @@ final class CortadoGemmTests: XCTestCase {
     }
 
     /// The epilogue on finished tiles: per-row or per-column scale and shift (either absent),
-    /// then none, ReLU or leaky ReLU, over k spanning several blocks, with accumulation; the
-    /// same bound on x·scale + shift (the activations are exact).
+    /// then none, ReLU or leaky ReLU, over k spanning several blocks (and k = 0), with
+    /// accumulation; the same bound on x·scale + shift (the activations are exact).
     func testEpilogueOnFinishedTiles() {
         var values = Values(state: 6)
-        let m = 29, n = 45, k = 600, ldc = n + 3
-        let a = values.array(m * k), b = values.array(k * n)
+        let m = 29, n = 45, lda = 600, ldc = n + 3
+        let a = values.array(m * lda), b = values.array(lda * n)
         let workspace = Aligned(Int(cg_workspace_count()))
-        for perColumn in [false, true] {
-            let channels = perColumn ? n : m
-            let scale = values.array(channels + 2), shift = values.array(channels + 2)
-            for activation in [CG_ACT_NONE, CG_ACT_RELU, CG_ACT_LEAKY_RELU] {
-                for (useScale, useShift) in [(true, true), (false, true), (true, false)] {
-                    for accumulate in [false, true] {
-                        let c0 = values.array(m * ldc)
-                        var c = c0
-                        scale.withUnsafeBufferPointer { s in
-                            shift.withUnsafeBufferPointer { t in
-                                // Channels counted from the third value: the caller's offset.
-                                var e = cg_epilogue(scale: useScale ? s.baseAddress! + 2 : nil, shift: useShift ? t.baseAddress! + 2 : nil,
-                                                    per_column: perColumn ? 1 : 0, activation: activation, alpha: 0.1)
-                                a.withUnsafeBufferPointer { ap in
-                                    b.withUnsafeBufferPointer { bp in
-                                        c.withUnsafeMutableBufferPointer {
-                                            cg_gemm(m, n, k, cg_operand(data: ap.baseAddress!, ld: k, form: CG_ROW_MAJOR, width: 0, panel: 0),
-                                                    cg_operand(data: bp.baseAddress!, ld: n, form: CG_ROW_MAJOR, width: 0, panel: 0),
-                                                    $0.baseAddress!, ldc, accumulate ? 1 : 0, workspace.p, &e)
+        for k in [lda, 0] {
+            for perColumn in [false, true] {
+                let channels = perColumn ? n : m
+                let scale = values.array(channels + 2), shift = values.array(channels + 2)
+                for activation in [CG_ACT_NONE, CG_ACT_RELU, CG_ACT_LEAKY_RELU] {
+                    for (useScale, useShift) in [(true, true), (false, true), (true, false)] {
+                        for accumulate in [false, true] {
+                            let c0 = values.array(m * ldc)
+                            var c = c0
+                            scale.withUnsafeBufferPointer { s in
+                                shift.withUnsafeBufferPointer { t in
+                                    // Channels counted from the third value: the caller's offset.
+                                    var e = cg_epilogue(scale: useScale ? s.baseAddress! + 2 : nil, shift: useShift ? t.baseAddress! + 2 : nil,
+                                                        per_column: perColumn ? 1 : 0, activation: activation, alpha: 0.1)
+                                    a.withUnsafeBufferPointer { ap in
+                                        b.withUnsafeBufferPointer { bp in
+                                            c.withUnsafeMutableBufferPointer {
+                                                cg_gemm(m, n, k, cg_operand(data: ap.baseAddress!, ld: lda, form: CG_ROW_MAJOR, width: 0, panel: 0),
+                                                        cg_operand(data: bp.baseAddress!, ld: n, form: CG_ROW_MAJOR, width: 0, panel: 0),
+                                                        $0.baseAddress!, ldc, accumulate ? 1 : 0, workspace.p, &e)
+                                            }
                                         }
                                     }
                                 }
                             }
-                        }
-                        let what = "per \(perColumn ? "column" : "row") \(activation) scale \(useScale) shift \(useShift) accumulate \(accumulate)"
-                        for i in 0..<m {
-                            for j in 0..<n {
-                                var exact = accumulate ? Double(c0[i * ldc + j]) : 0
-                                var magnitude = abs(exact)
-                                for p in 0..<k {
-                                    let t = Double(a[i * k + p]) * Double(b[p * n + j])
-                                    exact += t
-                                    magnitude += abs(t)
+                            let what = "k \(k) per \(perColumn ? "column" : "row") \(activation) scale \(useScale) shift \(useShift) accumulate \(accumulate)"
+                            for i in 0..<m {
+                                for j in 0..<n {
+                                    var exact = accumulate ? Double(c0[i * ldc + j]) : 0
+                                    var magnitude = abs(exact)
+                                    for p in 0..<k {
+                                        let t = Double(a[i * lda + p]) * Double(b[p * n + j])
+                                        exact += t
+                                        magnitude += abs(t)
+                                    }
+                                    let ch = (perColumn ? j : i) + 2
+                                    let s = useScale ? Double(scale[ch]) : 1, t = useShift ? Double(shift[ch]) : 0
+                                    var y = exact * s + t
+                                    if activation == CG_ACT_RELU { y = Swift.max(y, 0) }
+                                    if activation == CG_ACT_LEAKY_RELU && y < 0 { y *= Double(Float(0.1)) }
+                                    let bound = 4 * Double(k + 2) * u * (magnitude * abs(s) + abs(t)) + 1e-30
+                                    // Near 0 the sign may differ within the bound; compare before the slope there.
+                                    if abs(exact * s + t) <= bound { continue }
+                                    XCTAssertLessThanOrEqual(abs(Double(c[i * ldc + j]) - y), bound, "\(what) at \(i),\(j)")
                                 }
-                                let ch = (perColumn ? j : i) + 2
-                                let s = useScale ? Double(scale[ch]) : 1, t = useShift ? Double(shift[ch]) : 0
-                                var y = exact * s + t
-                                if activation == CG_ACT_RELU { y = Swift.max(y, 0) }
-                                if activation == CG_ACT_LEAKY_RELU && y < 0 { y *= Double(Float(0.1)) }
-                                let bound = 4 * Double(k + 2) * u * (magnitude * abs(s) + abs(t)) + 1e-30
-                                // Near 0 the sign may differ within the bound; compare before the slope there.
-                                if abs(exact * s + t) <= bound { continue }
-                                XCTAssertLessThanOrEqual(abs(Double(c[i * ldc + j]) - y), bound, "\(what) at \(i),\(j)")
+                                for j in n..<ldc { XCTAssertEqual(c[i * ldc + j], c0[i * ldc + j], "\(what): column \(j) past n written") }
                             }
-                            for j in n..<ldc { XCTAssertEqual(c[i * ldc + j], c0[i * ldc + j], "\(what): column \(j) past n written") }
                         }
                     }
                 }
