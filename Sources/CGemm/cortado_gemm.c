@@ -150,6 +150,40 @@ CG_TARGET static inline void cg_tile(long kc, const float *a, const float *b, fl
 
 // MARK: Packing
 
+// A full row panel of row-major A, k values [0, kcb): 12 rows × 16 k at a time are transposed
+// in registers (pairs of floats, then of float pairs, then 128-bit lanes) into 16 rows of 12.
+CG_TARGET static void cg_pack_a_panel(const float *src, long lda, long kcb, float *dst) {
+    long p = 0;
+    for (; p + 16 <= kcb; p += 16) {
+        __m512 r[CG_MR], t[CG_MR], u[CG_MR];
+        for (int i = 0; i < CG_MR; i++) r[i] = _mm512_loadu_ps(src + i * lda + p);
+        for (int i = 0; i < CG_MR; i += 2) {
+            t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+        }
+        // u[4g + c], lane L: column 4L + c of rows 4g ... 4g+3.
+        for (int g = 0; g < CG_MR; g += 4) {
+            u[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
+            u[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xEE);
+            u[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+            u[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+        }
+        float *out = dst + p * CG_MR;
+        for (int c = 0; c < 4; c++) {
+            __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+            __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[8 + c], 0x44), w1 = _mm512_shuffle_f32x4(u[8 + c], u[8 + c], 0xEE);
+            // Column 4L + c: 12 values (the 4 lanes past them are not stored).
+            _mm512_mask_storeu_ps(out + (0 + c) * CG_MR, 0x0FFF, _mm512_shuffle_f32x4(v0, w0, 0x88));
+            _mm512_mask_storeu_ps(out + (4 + c) * CG_MR, 0x0FFF, _mm512_shuffle_f32x4(v0, w0, 0xDD));
+            _mm512_mask_storeu_ps(out + (8 + c) * CG_MR, 0x0FFF, _mm512_shuffle_f32x4(v1, w1, 0x88));
+            _mm512_mask_storeu_ps(out + (12 + c) * CG_MR, 0x0FFF, _mm512_shuffle_f32x4(v1, w1, 0xDD));
+        }
+    }
+    for (; p < kcb; p++) {
+        for (long i = 0; i < CG_MR; i++) dst[p * CG_MR + i] = src[i * lda + p];
+    }
+}
+
 // Rows [0, m) × k values [p0, p0+kcb) of A into row panels (zero rows past m).
 CG_TARGET static void cg_pack_a_block(cg_operand a, long m, long p0, long kcb, float *dst) {
     for (long i0 = 0; i0 < m; i0 += CG_MR) {
@@ -157,9 +191,7 @@ CG_TARGET static void cg_pack_a_block(cg_operand a, long m, long p0, long kcb, f
         if (a.form == CG_ROW_MAJOR) {
             const float *src = a.data + i0 * a.ld + p0;
             if (mr == CG_MR) {
-                for (long p = 0; p < kcb; p++) {
-                    for (long i = 0; i < CG_MR; i++) dst[p * CG_MR + i] = src[i * a.ld + p];
-                }
+                cg_pack_a_panel(src, a.ld, kcb, dst);
             } else {
                 for (long p = 0; p < kcb; p++) {
                     for (long i = 0; i < CG_MR; i++) dst[p * CG_MR + i] = i < mr ? src[i * a.ld + p] : 0.0f;
