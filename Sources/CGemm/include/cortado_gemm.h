@@ -96,6 +96,13 @@ void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float *c, long 
 /* y[n] = x[k]·B for one row x against columns [0, n) of a packed B view (y overwritten). */
 void cg_gemv(long n, long k, const float *x, cg_operand b, float *y);
 
+/* A spin-wait hint (x86 `pause`) for threads that poll a flag. */
+static inline void cg_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -137,9 +137,9 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
     }
 
     /// Weights (k·n) from which a one-row product is split over the workers.
-    /// (Waking a Dispatch worker costs about as much as a 784×512 GEMV on this machine: split
-    /// only matrices of 16 MB and more.)
-    static let parallelGemv = 1 << 22
+    /// (With `NNSpinTeam`'s polling helpers a 784×512 GEMV on two threads takes ~60 % of its
+    /// one-thread time; through a Dispatch wake-up it took longer than on one.)
+    static let parallelGemv = 1 << 17
 
     /// Output channels from which the packed kernels are used: narrower layers (a classifier's
     /// last one) stay on OpenBLAS, which handles them faster.
