@@ -14,8 +14,9 @@ with `InferenceSession.run` on float32 arrays, `intra_op_num_threads = T`,
 Outputs are compared once (Tiny YOLO: 1e-3 of the output's scale; MLP: 1e-4 relative).
 
 With `--openblas`, Cortado is also timed with `CORTADO_GEMM=openblas` (convolutions and inner
-products on OpenBLAS's sgemm instead of Cortado's own AVX-512 GEMM), in rounds that alternate
-with the default, so the two paths meet the same machine load.
+products on OpenBLAS's sgemm instead of Cortado's own AVX-512 GEMM); with `--baseline BIN`,
+another build of `cortado` (before a change) is timed instead. Either runs in rounds that
+alternate with the default, so both meet the same machine load.
 
 Also printed: Cortado's GFLOP/s on the Tiny YOLO convolutions (each 3×3/1×1 convolution of
 the network timed alone as a one-layer model; and the whole network's FLOPs over its latency),
@@ -234,8 +235,15 @@ def main():
     p.add_argument("--no-layers", action="store_true", help="skip timing each Tiny YOLO convolution alone")
     p.add_argument("--openblas", action="store_true",
                    help="also time Cortado with CORTADO_GEMM=openblas (its OpenBLAS path), alternating rounds")
+    p.add_argument("--baseline", help="also time this other cortado build (folder or executable), alternating rounds")
     a = p.parse_args()
     exe = common.resolve_bin(a.bin, "cortado")
+    # The alternative Cortado timed beside the default: (executable, environment, label, description).
+    alt = None
+    if a.baseline:
+        alt = (common.resolve_bin(a.baseline, "cortado"), None, "baseline", f"the build at {a.baseline}")
+    elif a.openblas:
+        alt = (exe, OPENBLAS_ENV, "openblas", "Cortado with CORTADO_GEMM=openblas (OpenBLAS's sgemm)")
     common.quiet_coremltools()
     from test_tiny_yolo import INPUT, build_coreml, build_onnx, onnx_session, tiny_yolo_weights
 
@@ -273,17 +281,17 @@ def main():
     it = a.iterations
 
     def rounds(model, rows, t, batch, iters, warmup, ort_call):
-        """Round medians of Cortado (and its OpenBLAS path with --openblas) and onnxruntime,
-        the engines taking turns each round."""
-        cortado, openblas, ort_times = [], [], []
+        """Round medians of Cortado (and the alternative: --openblas or --baseline) and
+        onnxruntime, the engines taking turns each round."""
+        cortado, other, ort_times = [], [], []
         for _ in range(a.repeat):
             cortado.append(cortado_report(exe, model, rows, t, batch, iters, warmup))
-            if a.openblas:
-                openblas.append(cortado_report(exe, model, rows, t, batch, iters, warmup, OPENBLAS_ENV)["medianSeconds"])
+            if alt:
+                other.append(cortado_report(alt[0], model, rows, t, batch, iters, warmup, alt[1])["medianSeconds"])
             ort_times.append(ort_call())
         out = dict(cortado_seconds=float(np.median([r["medianSeconds"] for r in cortado])), ort_seconds=float(np.median(ort_times)))
-        if a.openblas:
-            out["openblas_seconds"] = float(np.median(openblas))
+        if alt:
+            out["alt_seconds"] = float(np.median(other))
         return out, cortado
 
     for t in a.threads:
@@ -302,18 +310,17 @@ def main():
             results.append(dict(case=f"MLP 784-512-512-10 batch {batch}", threads=t, rows=batch, **times))
 
     print()
-    extra = f" {'openblas ms':>12} {'ratio':>6}" if a.openblas else ""
+    extra = f" {alt[2] + ' ms':>12} {'ratio':>6}" if alt else ""
     print(f"{'case':<30} {'thr':>3} {'cortado ms':>11} {'ort ms':>9} {'cortado rows/s':>15} {'ort rows/s':>12} {'speed ratio':>12}{extra}")
     for r in results:
-        extra = (f" {r['openblas_seconds'] * 1e3:>12.3f} {r['ort_seconds'] / r['openblas_seconds']:>5.2f}x"
-                 if a.openblas else "")
+        extra = f" {r['alt_seconds'] * 1e3:>12.3f} {r['ort_seconds'] / r['alt_seconds']:>5.2f}x" if alt else ""
         print(f"{r['case']:<30} {r['threads']:>3} {r['cortado_seconds'] * 1e3:>11.3f} {r['ort_seconds'] * 1e3:>9.3f} "
               f"{r['rows'] / r['cortado_seconds']:>15,.1f} {r['rows'] / r['ort_seconds']:>12,.1f} "
               f"{r['ort_seconds'] / r['cortado_seconds']:>11.2f}x{extra}")
     print("speed ratio = onnxruntime time ÷ Cortado time (above 1: Cortado is faster). Latency = median per call;")
     print("rows/s = rows per call ÷ median latency (one stream).")
-    if a.openblas:
-        print("openblas ms / ratio: Cortado with CORTADO_GEMM=openblas (OpenBLAS's sgemm), rounds alternating with the default.")
+    if alt:
+        print(f"{alt[2]} ms / ratio: {alt[3]}, rounds alternating with the default.")
 
     # GFLOP/s.
     print()
@@ -326,34 +333,34 @@ def main():
     layer_rows = []
     if not a.no_layers:
         for t in a.threads:
-            total_time = total_openblas = 0.0
+            total_time = total_alt = 0.0
             for i, (cin, cout, k, hw) in enumerate(TINY_YOLO_CONVS):
                 path = os.path.join(work, f"conv{i}.mlmodel")
                 save(conv_only_model(cin, cout, k, hw, i).spec, path)
                 rows = os.path.join(work, f"conv{i}_rows.jsonl")
                 if not os.path.exists(rows):
                     write_rows(rows, "x", [np.random.default_rng(i).standard_normal((cin, hw, hw))])
-                envs = [None, OPENBLAS_ENV] if a.openblas else [None]
-                runs = [[cortado_report(exe, path, rows, t, 1, max(5, it // 2), 2, env)["medianSeconds"] for env in envs]
+                engines = [(exe, None)] + ([alt[:2]] if alt else [])
+                runs = [[cortado_report(e, path, rows, t, 1, max(5, it // 2), 2, env)["medianSeconds"] for e, env in engines]
                         for _ in range(max(1, a.repeat // 2))]
                 secs = float(np.median([r[0] for r in runs]))
                 total_time += secs
                 layer_rows.append(dict(threads=t, layer=i, shape=f"{cin}->{cout} {k}x{k} @{hw}x{hw}",
                                        gflop=conv_flops(cin, cout, k, hw) / 1e9, seconds=secs))
-                if a.openblas:
-                    layer_rows[-1]["openblas_seconds"] = float(np.median([r[1] for r in runs]))
-                    total_openblas += layer_rows[-1]["openblas_seconds"]
+                if alt:
+                    layer_rows[-1]["alt_seconds"] = float(np.median([r[1] for r in runs]))
+                    total_alt += layer_rows[-1]["alt_seconds"]
             layer_rows.append(dict(threads=t, layer="all", shape="sum of the nine", gflop=TINY_YOLO_FLOPS / 1e9, seconds=total_time))
-            if a.openblas:
-                layer_rows[-1]["openblas_seconds"] = total_openblas
-        extra = f" {'openblas':>9}" if a.openblas else ""
+            if alt:
+                layer_rows[-1]["alt_seconds"] = total_alt
+        extra = f" {alt[2]:>9}" if alt else ""
         print(f"{'conv alone':<28} {'thr':>3} {'GFLOP':>7} {'ms':>8} {'GFLOP/s':>8}{extra}")
         for l in layer_rows:
-            extra = f" {l['gflop'] / l['openblas_seconds']:>9.1f}" if a.openblas else ""
+            extra = f" {l['gflop'] / l['alt_seconds']:>9.1f}" if alt else ""
             print(f"{str(l['layer']) + ' ' + l['shape']:<28} {l['threads']:>3} {l['gflop']:>7.3f} {l['seconds'] * 1e3:>8.2f} "
                   f"{l['gflop'] / l['seconds']:>8.1f}{extra}")
-        if a.openblas:
-            print("(openblas: GFLOP/s of the same layer with CORTADO_GEMM=openblas)")
+        if alt:
+            print(f"({alt[2]}: GFLOP/s of the same layer, {alt[3]})")
         print("(each convolution as a one-layer model through `cortado report`: includes copying the input in and the output out)")
     gemm = {t: sgemm_gflops(2048, t) for t in a.threads}
     for t, g in gemm.items():
