@@ -16,7 +16,7 @@ let kinds: [(name: String, path: String, extra: [Target.Dependency])] = [
     ("CortadoKNN", "Sources/Kinds/KNN", []),
     ("CortadoPipeline", "Sources/Kinds/Pipeline", []),
     ("CortadoBayesian", "Sources/Kinds/Bayesian", []),
-    ("CortadoNeuralNetwork", "Sources/Kinds/NeuralNetwork", ["COpenBLAS"]),
+    ("CortadoNeuralNetwork", "Sources/Kinds/NeuralNetwork", ["COpenBLAS", "CCortadoGemm"]),
     ("CortadoLinkedModel", "Sources/Kinds/LinkedModel", []),
     ("CortadoNonMaximumSuppression", "Sources/Kinds/NonMaximumSuppression", []),
     ("CortadoCustomModel", "Sources/Kinds/CustomModel", []),
@@ -66,6 +66,9 @@ let package = Package(
     } + [
         // OpenBLAS (Debian's pthread build) for the neural-network GEMMs.
         .systemLibrary(name: "COpenBLAS", path: "Sources/CSystem/COpenBLAS", pkgConfig: "openblas"),
+        // Cortado's own packed SGEMM (AVX-512F kernels chosen at run time, not -march=native);
+        // optimised in debug builds too, so the tests run the kernels as shipped.
+        .target(name: "CCortadoGemm", path: "Sources/CGemm", cSettings: [.unsafeFlags(["-O3"])]),
         .target(
             name: "CortadoModels",
             dependencies: ["CortadoCore", "CortadoSpec"] + kinds.map { .byName(name: $0.name) },
@@ -148,7 +151,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "cortado-bench",
-            dependencies: ["CortadoModels"],
+            dependencies: ["CortadoModels", "CCortadoGemm", "COpenBLAS"],
             path: "Sources/cortado-bench",
             swiftSettings: fastMath
         ),
@@ -179,7 +182,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CortadoKindsTests",
-            dependencies: ["CortadoModels", "CortadoNeuralNetwork", "CortadoEncryption"],
+            dependencies: ["CortadoModels", "CortadoNeuralNetwork", "CortadoEncryption", "CCortadoGemm", "COpenBLAS"],
             path: "Tests/CortadoKindsTests"
         ),
     ]

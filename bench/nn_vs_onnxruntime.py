@@ -13,10 +13,16 @@ with `InferenceSession.run` on float32 arrays, `intra_op_num_threads = T`,
 `--iterations` timed runs (after warm-up), the median of the round medians is reported.
 Outputs are compared once (Tiny YOLO: 1e-3 of the output's scale; MLP: 1e-4 relative).
 
+With `--openblas`, Cortado is also timed with `CORTADO_GEMM=openblas` (convolutions and inner
+products on OpenBLAS's sgemm instead of Cortado's own AVX-512 GEMM); with `--baseline BIN`,
+another build of `cortado` (before a change) is timed instead. Either runs in rounds that
+alternate with the default, so both meet the same machine load.
+
 Also printed: Cortado's GFLOP/s on the Tiny YOLO convolutions (each 3×3/1×1 convolution of
 the network timed alone as a one-layer model; and the whole network's FLOPs over its latency),
 against a 2048³ sgemm in the same OpenBLAS library Cortado links (Debian's libopenblas,
-called through ctypes) and in numpy's bundled OpenBLAS; Tiny YOLO load time and peak RSS
+called through ctypes) and in numpy's bundled OpenBLAS, and (when `cortado-bench` is built
+beside `cortado`) Cortado's own GEMM next to that OpenBLAS in one process (`cortado-bench gemm`); Tiny YOLO load time and peak RSS
 (Cortado: `cortado report`; onnxruntime: session creation, and the peak RSS (VmHWM) of a child Python
 process that imports onnxruntime, loads the model and runs once).
 
@@ -60,10 +66,13 @@ def write_rows(path, name, arrays):
             f.write(json.dumps({name: array_json(a)}) + "\n")
 
 
-def cortado_report(exe, model, rows, threads, batch, iterations, warmup):
+OPENBLAS_ENV = dict(os.environ, CORTADO_GEMM="openblas")
+
+
+def cortado_report(exe, model, rows, threads, batch, iterations, warmup, env=None):
     cmd = [exe, "report", model, "--input", rows, "--threads", str(threads), "--batch", str(batch),
            "--iterations", str(iterations), "--warmup", str(warmup), "--json"]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         sys.exit(f"cortado report failed ({done.returncode}): {done.stderr.strip()}")
     return json.loads(done.stdout)
@@ -108,6 +117,19 @@ PYTHON_BASELINE_CHILD = """
 import numpy as np, onnxruntime as ort
 print(""" + HWM + """)
 """
+
+
+def cortado_gemm_gflops(exe, n, threads, repeat):
+    """`cortado-bench gemm` (beside `cortado`): Cortado's own GEMM and the OpenBLAS it links on
+    the same n³ product, alternating, in one process; None when cortado-bench is not built."""
+    bench = os.path.join(os.path.dirname(exe), "cortado-bench")
+    if not os.access(bench, os.X_OK):
+        return None
+    done = subprocess.run([bench, "gemm", str(n), "--threads", str(threads), "--repeat", str(repeat)], capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"cortado-bench gemm failed: {done.stderr.strip()}")
+        return None
+    return json.loads(done.stdout)
 
 
 def sgemm_gflops(n, threads, repeat=5):
@@ -211,8 +233,17 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_args(p, iterations=20, iterations_help="timed runs per round (Tiny YOLO; the MLP runs 10× more)")
     p.add_argument("--no-layers", action="store_true", help="skip timing each Tiny YOLO convolution alone")
+    p.add_argument("--openblas", action="store_true",
+                   help="also time Cortado with CORTADO_GEMM=openblas (its OpenBLAS path), alternating rounds")
+    p.add_argument("--baseline", help="also time this other cortado build (folder or executable), alternating rounds")
     a = p.parse_args()
     exe = common.resolve_bin(a.bin, "cortado")
+    # The alternative Cortado timed beside the default: (executable, environment, label, description).
+    alt = None
+    if a.baseline:
+        alt = (common.resolve_bin(a.baseline, "cortado"), None, "baseline", f"the build at {a.baseline}")
+    elif a.openblas:
+        alt = (exe, OPENBLAS_ENV, "openblas", "Cortado with CORTADO_GEMM=openblas (OpenBLAS's sgemm)")
     common.quiet_coremltools()
     from test_tiny_yolo import INPUT, build_coreml, build_onnx, onnx_session, tiny_yolo_weights
 
@@ -248,34 +279,48 @@ def main():
 
     results = []
     it = a.iterations
+
+    def rounds(model, rows, t, batch, iters, warmup, ort_call):
+        """Round medians of Cortado (and the alternative: --openblas or --baseline) and
+        onnxruntime, the engines taking turns each round."""
+        cortado, other, ort_times = [], [], []
+        for _ in range(a.repeat):
+            cortado.append(cortado_report(exe, model, rows, t, batch, iters, warmup))
+            if alt:
+                other.append(cortado_report(alt[0], model, rows, t, batch, iters, warmup, alt[1])["medianSeconds"])
+            ort_times.append(ort_call())
+        out = dict(cortado_seconds=float(np.median([r["medianSeconds"] for r in cortado])), ort_seconds=float(np.median(ort_times)))
+        if alt:
+            out["alt_seconds"] = float(np.median(other))
+        return out, cortado
+
     for t in a.threads:
         # Tiny YOLO, batch 1.
-        reports = [cortado_report(exe, yolo_path, yolo_rows, t, 1, it, 3) for _ in range(a.repeat)]
-        c_lat = float(np.median([r["medianSeconds"] for r in reports]))
         s = onnx_session(yolo_onnx, t)
-        o_lat = median_of(lambda: time_ort(s, {"image": image}, it, 3), a.repeat)
-        results.append(dict(case="Tiny YOLO batch 1", threads=t, rows=1, cortado_seconds=c_lat, ort_seconds=o_lat,
+        times, reports = rounds(yolo_path, yolo_rows, t, 1, it, 3, lambda: time_ort(s, {"image": image}, it, 3))
+        results.append(dict(case="Tiny YOLO batch 1", threads=t, rows=1, **times,
                             load_seconds=float(np.median([r["loadSeconds"] for r in reports])),
                             peak_rss=int(np.median([r["peakRSSBytes"] for r in reports]))))
         # MLP, batch 1 and 256.
         ms = onnx_session(mlp_onnx, t)
         for batch in (1, 256):
             iters = it * 10 if batch == 1 else it * 2
-            reports = [cortado_report(exe, mlp_path, mlp_rows, t, batch, iters, 20) for _ in range(a.repeat)]
-            c_lat = float(np.median([r["medianSeconds"] for r in reports]))
             feeds = {"x": mlp_x[:batch]}
-            o_lat = median_of(lambda: time_ort(ms, feeds, iters, 20), a.repeat)
-            results.append(dict(case=f"MLP 784-512-512-10 batch {batch}", threads=t, rows=batch,
-                                cortado_seconds=c_lat, ort_seconds=o_lat))
+            times, _ = rounds(mlp_path, mlp_rows, t, batch, iters, 20, lambda: time_ort(ms, feeds, iters, 20))
+            results.append(dict(case=f"MLP 784-512-512-10 batch {batch}", threads=t, rows=batch, **times))
 
     print()
-    print(f"{'case':<30} {'thr':>3} {'cortado ms':>11} {'ort ms':>9} {'cortado rows/s':>15} {'ort rows/s':>12} {'speed ratio':>12}")
+    extra = f" {alt[2] + ' ms':>12} {'ratio':>6}" if alt else ""
+    print(f"{'case':<30} {'thr':>3} {'cortado ms':>11} {'ort ms':>9} {'cortado rows/s':>15} {'ort rows/s':>12} {'speed ratio':>12}{extra}")
     for r in results:
+        extra = f" {r['alt_seconds'] * 1e3:>12.3f} {r['ort_seconds'] / r['alt_seconds']:>5.2f}x" if alt else ""
         print(f"{r['case']:<30} {r['threads']:>3} {r['cortado_seconds'] * 1e3:>11.3f} {r['ort_seconds'] * 1e3:>9.3f} "
               f"{r['rows'] / r['cortado_seconds']:>15,.1f} {r['rows'] / r['ort_seconds']:>12,.1f} "
-              f"{r['ort_seconds'] / r['cortado_seconds']:>11.2f}x")
+              f"{r['ort_seconds'] / r['cortado_seconds']:>11.2f}x{extra}")
     print("speed ratio = onnxruntime time ÷ Cortado time (above 1: Cortado is faster). Latency = median per call;")
     print("rows/s = rows per call ÷ median latency (one stream).")
+    if alt:
+        print(f"{alt[2]} ms / ratio: {alt[3]}, rounds alternating with the default.")
 
     # GFLOP/s.
     print()
@@ -288,28 +333,46 @@ def main():
     layer_rows = []
     if not a.no_layers:
         for t in a.threads:
-            total_time = 0.0
+            total_time = total_alt = 0.0
             for i, (cin, cout, k, hw) in enumerate(TINY_YOLO_CONVS):
                 path = os.path.join(work, f"conv{i}.mlmodel")
                 save(conv_only_model(cin, cout, k, hw, i).spec, path)
                 rows = os.path.join(work, f"conv{i}_rows.jsonl")
                 if not os.path.exists(rows):
                     write_rows(rows, "x", [np.random.default_rng(i).standard_normal((cin, hw, hw))])
-                secs = float(np.median([cortado_report(exe, path, rows, t, 1, max(5, it // 2), 2)["medianSeconds"]
-                                        for _ in range(max(1, a.repeat // 2))]))
+                engines = [(exe, None)] + ([alt[:2]] if alt else [])
+                runs = [[cortado_report(e, path, rows, t, 1, max(5, it // 2), 2, env)["medianSeconds"] for e, env in engines]
+                        for _ in range(max(1, a.repeat // 2))]
+                secs = float(np.median([r[0] for r in runs]))
                 total_time += secs
                 layer_rows.append(dict(threads=t, layer=i, shape=f"{cin}->{cout} {k}x{k} @{hw}x{hw}",
                                        gflop=conv_flops(cin, cout, k, hw) / 1e9, seconds=secs))
+                if alt:
+                    layer_rows[-1]["alt_seconds"] = float(np.median([r[1] for r in runs]))
+                    total_alt += layer_rows[-1]["alt_seconds"]
             layer_rows.append(dict(threads=t, layer="all", shape="sum of the nine", gflop=TINY_YOLO_FLOPS / 1e9, seconds=total_time))
-        print(f"{'conv alone':<28} {'thr':>3} {'GFLOP':>7} {'ms':>8} {'GFLOP/s':>8}")
+            if alt:
+                layer_rows[-1]["alt_seconds"] = total_alt
+        extra = f" {alt[2]:>9}" if alt else ""
+        print(f"{'conv alone':<28} {'thr':>3} {'GFLOP':>7} {'ms':>8} {'GFLOP/s':>8}{extra}")
         for l in layer_rows:
+            extra = f" {l['gflop'] / l['alt_seconds']:>9.1f}" if alt else ""
             print(f"{str(l['layer']) + ' ' + l['shape']:<28} {l['threads']:>3} {l['gflop']:>7.3f} {l['seconds'] * 1e3:>8.2f} "
-                  f"{l['gflop'] / l['seconds']:>8.1f}")
+                  f"{l['gflop'] / l['seconds']:>8.1f}{extra}")
+        if alt:
+            print(f"({alt[2]}: GFLOP/s of the same layer, {alt[3]})")
         print("(each convolution as a one-layer model through `cortado report`: includes copying the input in and the output out)")
     gemm = {t: sgemm_gflops(2048, t) for t in a.threads}
     for t, g in gemm.items():
         print(f"2048³ sgemm, {t} thread(s): Debian libopenblas (Cortado's) {g.get('debian_openblas', float('nan')):.1f} GFLOP/s, "
               f"numpy's OpenBLAS {g['numpy']:.1f} GFLOP/s ({g['numpy_threads']} thread(s))")
+        ours = cortado_gemm_gflops(exe, 2048, t, max(5, a.repeat))
+        if ours:
+            g["cortado_gemm"] = ours
+            print(f"  in one process (cortado-bench gemm, alternating): Cortado's GEMM {ours['cortado_gflops']:.1f} GFLOP/s, "
+                  f"OpenBLAS {ours['openblas_gflops']:.1f} GFLOP/s (results agree to {ours['max_relative_difference']:.1g})")
+        else:
+            print("  (Cortado's own GEMM: build cortado-bench beside cortado to compare it here)")
 
     # Load time and memory.
     child = subprocess.run([sys.executable, "-c", ORT_RSS_CHILD, yolo_onnx_path, str(tmax)], capture_output=True, text=True)

@@ -23,10 +23,13 @@ enum NNThreads {
         return n
     }()
 
-    /// Runs `body(worker)` for `worker` in `0..<workers`, on the calling thread plus Dispatch
-    /// workers (the calling thread alone when `workers` is 1). Workers must touch disjoint memory.
+    /// Runs `body(worker)` for `worker` in `0..<workers`, on the calling thread plus the
+    /// helpers of `NNSpinTeam` (Dispatch workers when the team is busy); the calling thread
+    /// alone when `workers` is 1. Workers must touch disjoint memory; several may run on one
+    /// thread, one after the other.
     static func run(workers: Int, _ body: (Int) -> Void) {
         if workers <= 1 { body(0); return }
+        if NNSpinTeam.shared.run(workers: workers, body) { return }
         withoutActuallyEscaping(body) { body in
             let unchecked = WorkerBody(body: body)
             DispatchQueue.concurrentPerform(iterations: workers) { unchecked.body($0) }

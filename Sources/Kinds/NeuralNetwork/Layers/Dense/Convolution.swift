@@ -1,3 +1,4 @@
+import CCortadoGemm
 import COpenBLAS
 import CortadoSpec
 
@@ -17,6 +18,14 @@ import CortadoSpec
 /// - Deconvolution: `col[Cout/g·kH·kW, Hin·Win] = Wᵀ · X`, then scattered (col2im) into the
 ///   output, cropped by the padding.
 /// Bias and folded steps (batch norm, scale, activation) run per output channel after the GEMM.
+///
+/// With AVX-512F (`NNPackedGemm`) an ungrouped convolution packs its weights once, at load, as
+/// the GEMM's left operand and packs the im2col matrix straight from the input image into the
+/// right operand's panels (no im2col buffer). Large images go in bands of output columns per
+/// worker (each band packed, multiplied and finished while in cache); small ones pack the whole
+/// matrix once, the workers sharing the packing, then split the output channels. Folded steps
+/// of the forms the GEMM applies (bias or batch norm, then ReLU or leaky ReLU) run on each
+/// tile of the output as it is finished.
 final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable {
     enum Padding {
         case valid(top: Int, bottom: Int, left: Int, right: Int)
@@ -31,7 +40,10 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
     let padding: Padding
     let deconvolution: Bool
     let outputSize: (h: Int, w: Int)?
+    /// The weights as the spec lays them out (empty when only `packed` is kept).
     let weights: NNFloats
+    /// The weights packed for `NNPackedGemm` (ungrouped convolutions, when it is enabled).
+    let packed: NNPackedWeights?
     let weightForm: String
     private(set) var post: NNChannelEpilogue
 
@@ -72,8 +84,17 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
             outputSize = nil
         }
         let count = deconvolution ? kernelChannels * (outputChannels / groups) * kh * kw : outputChannels * kernelChannels * kh * kw
-        weights = try NNWeights.values(p.weights, count: count, channels: deconvolution ? kernelChannels : outputChannels, name: "weights")
+        let decoded = try NNWeights.values(p.weights, count: count, channels: deconvolution ? kernelChannels : outputChannels, name: "weights")
         weightForm = NNWeights.form(p.weights)
+        if NNPackedGemm.enabled && !deconvolution && groups == 1 {
+            // Only the packed copy is kept.
+            let (m, k) = (outputChannels, kernelChannels * kh * kw)
+            packed = decoded.withUnsafeBufferPointer { NNPackedWeights(a: $0.baseAddress!, m: m, k: k, ld: k) }
+            weights = NNFloats([])
+        } else {
+            packed = nil
+            weights = decoded
+        }
         var bias: [Float]?
         if p.hasBias {
             bias = try NNWeights.floats(p.bias, count: outputChannels, name: "bias")
@@ -172,6 +193,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
             return NNGemm.slots * (outputChannels / groups) * kh * kw * x.hw
         }
         let k = kernelChannels * kh * kw, n = g.outH * g.outW
+        if packed != nil { return packedScratch(k: k, n: n) }
         if pointwise && groups == 1 { return 0 }
         if let rows = bandRows(outH: g.outH, outW: g.outW, k: k) { return NNGemm.slots * k * rows * g.outW }
         return (groups == 1 ? 1 : NNGemm.slots) * k * n
@@ -182,6 +204,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
         let g = try! geometry(h: xs.h, w: xs.w)
         if deconvolution {
             runDeconvolution(x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), ys: ys, g: g, context: context)
+        } else if let packed {
+            runPacked(packed, x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), ys: ys, g: g, context: context)
         } else {
             runConvolution(x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), ys: ys, g: g, context: context)
         }
@@ -262,6 +286,91 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
                         }
                         item += workers
                     }
+                }
+            }
+        }
+    }
+
+    // MARK: Convolution on the packed GEMM
+
+    /// Output columns per band when an image is cut into bands (a multiple of the panel
+    /// width, about 256 KB of packed input per band, at least 256 columns), or nil when the
+    /// image is small enough to pack whole (fewer than 4 bands' worth of columns).
+    private func packedBand(k: Int, n: Int) -> Int? {
+        let nr = NNPackedGemm.nr
+        let band = Swift.max(256, Self.bandFloats / Swift.max(1, k) / nr * nr)
+        return n >= 4 * band ? band : nil
+    }
+
+    /// One packed input per worker (bands) or one for all; both operands are packed, so the
+    /// GEMM needs no workspace of its own.
+    private func packedScratch(k: Int, n: Int) -> Int {
+        let slack = 16
+        if let band = packedBand(k: k, n: n) {
+            return NNThreads.cores * (k * band + slack)
+        }
+        return k * NNPackedGemm.roundUp(n, NNPackedGemm.nr) + slack
+    }
+
+    private func runPacked(_ packed: NNPackedWeights, x: UnsafeMutablePointer<Float>, xs: NNShape, y: UnsafeMutablePointer<Float>,
+                           ys: NNShape, g: Geometry, context: NNRunContext) {
+        let k = kernelChannels * kh * kw, n = g.outH * g.outW, m = outputChannels
+        let nr = NNPackedGemm.nr, mr = NNPackedGemm.mr
+        var conv = cg_conv(channels: kernelChannels, h: xs.h, w: xs.w, kh: kh, kw: kw, sh: sh, sw: sw, dh: dh, dw: dw,
+                           pad_h: g.offH, pad_w: g.offW, out_h: g.outH, out_w: g.outW)
+        if let band = packedBand(k: k, n: n) {
+            // Each worker takes a contiguous share of every image's columns, band by band.
+            let workers = NNPackedGemm.workers(context, items: n / band)
+            let share = NNPackedGemm.roundUp((n + workers - 1) / workers, nr)
+            let slot = k * band + 16
+            NNGemm.run(workers: workers) { worker in
+                let buffer = NNPackedGemm.aligned(context.scratch + worker * slot)
+                let start = Swift.min(n, worker * share), end = Swift.min(n, start + share)
+                for image in 0..<xs.images {
+                    let xi = x + image * xs.chw, yi = y + image * ys.chw
+                    var n0 = start
+                    while n0 < end {
+                        let cols = Swift.min(band, end - n0)
+                        cg_pack_conv(&conv, xi, n0, cols, buffer, NNPackedGemm.roundUp(cols, nr), 0)
+                        post.withGemmEpilogue(perColumn: false, offset: 0) { epilogue in
+                            cg_gemm(m, cols, k, packed.operand(), NNPackedGemm.packed(buffer, width: NNPackedGemm.roundUp(cols, nr), panel: 0),
+                                    yi + n0, n, 0, nil, epilogue)
+                        }
+                        if post.needsPass {
+                            for c in 0..<m { post.apply(yi + c * n + n0, count: cols, channel: c) }
+                        }
+                        n0 += cols
+                    }
+                }
+            }
+            return
+        }
+        // Small images: the whole packed input once (workers share the panels), then the
+        // output channels split over the workers.
+        let width = NNPackedGemm.roundUp(n, nr), panels = width / nr
+        let buffer = NNPackedGemm.aligned(context.scratch)
+        let mPanels = packed.width / mr
+        let workers = n * m * k >= 1 << 20 ? NNPackedGemm.workers(context, items: mPanels) : 1
+        for image in 0..<xs.images {
+            let xi = x + image * xs.chw, yi = y + image * ys.chw
+            let packers = Swift.min(workers, panels)
+            let perPanels = (panels + packers - 1) / packers
+            NNGemm.run(workers: packers) { worker in
+                let p0 = worker * perPanels, p1 = Swift.min(panels, p0 + perPanels)
+                guard p0 < p1 else { return }
+                cg_pack_conv(&conv, xi, p0 * nr, Swift.min(n, p1 * nr) - p0 * nr, buffer, width, p0)
+            }
+            let perRows = (mPanels + workers - 1) / workers
+            NNGemm.run(workers: workers) { worker in
+                let q0 = worker * perRows, q1 = Swift.min(mPanels, q0 + perRows)
+                let m0 = q0 * mr, m1 = Swift.min(m, q1 * mr)
+                guard m0 < m1 else { return }
+                post.withGemmEpilogue(perColumn: false, offset: m0) { epilogue in
+                    cg_gemm(m1 - m0, n, k, packed.operand(panel: q0), NNPackedGemm.packed(buffer, width: width, panel: 0),
+                            yi + m0 * n, n, 0, nil, epilogue)
+                }
+                if post.needsPass {
+                    for c in m0..<m1 { post.apply(yi + c * n, count: n, channel: c) }
                 }
             }
         }

@@ -1,3 +1,4 @@
+import CCortadoGemm
 import COpenBLAS
 import CortadoSpec
 
@@ -7,13 +8,20 @@ import CortadoSpec
 /// (split into one block of rows per worker when several threads are allowed); a single row
 /// is an sgemv, split over the output channels when the matrix is large (4M+ weights). Weights keep the spec's `[Cout, Cin]` layout.
 ///
+/// With AVX-512F (`NNPackedGemm`) the weights are instead packed once, at load, as the GEMM's
+/// right operand `Wᵀ`, and both the batch GEMM (rows split over the workers) and the
+/// one-row GEMV (column panels split over the workers) run on Cortado's own kernels.
+///
 /// On rank-N tensors (Core ML 3) the rank is kept: ranks 1–3 multiply along the last axis
 /// (`[…, Cin]` → `[…, Cout]`), rank 4 `[B, C, H, W]` gives `[B, Cout, 1, 1]` and rank 5 is the
 /// classic layout.
 final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Sendable {
     let inputChannels: Int
     let outputChannels: Int
+    /// The weights as the spec lays them out (empty when only `packed` is kept).
     let weights: NNFloats
+    /// `Wᵀ` packed for `NNPackedGemm`, when it is enabled.
+    let packed: NNPackedWeights?
     let weightForm: String
     private(set) var post: NNChannelEpilogue
 
@@ -26,8 +34,12 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
         guard inputChannels > 0, outputChannels > 0 else {
             throw NNLayerError("inputChannels (\(p.inputChannels)) and outputChannels (\(p.outputChannels)) must be positive")
         }
-        weights = try NNWeights.values(p.weights, count: inputChannels * outputChannels, channels: outputChannels, name: "weights")
+        let decoded = try NNWeights.values(p.weights, count: inputChannels * outputChannels, channels: outputChannels, name: "weights")
         weightForm = NNWeights.form(p.weights)
+        let (n, k) = (outputChannels, inputChannels)
+        // With the packed copy, only it is kept.
+        packed = NNPackedGemm.enabled && n >= Self.packedChannels ? decoded.withUnsafeBufferPointer { NNPackedWeights(bTransposed: $0.baseAddress!, n: n, k: k, ld: k) } : nil
+        weights = packed == nil ? decoded : NNFloats([])
         let bias = p.hasBias ? try NNWeights.floats(p.bias, count: outputChannels, name: "bias") : nil
         post = NNChannelEpilogue(channels: outputChannels, bias: bias)
     }
@@ -56,10 +68,18 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
         return [NNShape(s: x.s, b: x.b, c: outputChannels)]
     }
 
+    func scratchCount(_ inputs: [NNShape]) -> Int {
+        packed == nil ? 0 : NNThreads.cores * NNPackedGemm.workspace
+    }
+
     func run(inputs: [NNTensor], outputs: [NNTensor], context: NNRunContext) {
         let x = context.pointer(inputs[0]), y = context.pointer(outputs[0])
         let rows = inputs[0].count / inputChannels
         let k = inputChannels, n = outputChannels
+        if let packed {
+            runPacked(packed, x: x, y: y, rows: rows, context: context)
+            return
+        }
         weights.withUnsafeBufferPointer { wbuf in
             let w = wbuf.baseAddress!
             if rows == 1 {
@@ -84,4 +104,44 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
             }
         }
     }
+
+    /// Products with the packed weights: one row is a GEMV over column panels (split over the
+    /// workers when the matrix is large), more rows a GEMM split by rows.
+    private func runPacked(_ packed: NNPackedWeights, x: UnsafeMutablePointer<Float>, y: UnsafeMutablePointer<Float>,
+                           rows: Int, context: NNRunContext) {
+        let k = inputChannels, n = outputChannels, nr = NNPackedGemm.nr
+        if rows == 1 {
+            let panels = packed.width / nr
+            let workers = k * n >= Self.parallelGemv ? NNPackedGemm.workers(context, items: panels / 2) : 1
+            let per = (panels + workers - 1) / workers
+            NNGemm.run(workers: workers) { worker in
+                let p0 = worker * per, p1 = Swift.min(panels, p0 + per)
+                guard p0 < p1 else { return }
+                let j0 = p0 * nr, j1 = Swift.min(n, p1 * nr)
+                cg_gemv(j1 - j0, k, x, packed.operand(panel: p0), y + j0)
+                post.applyRows(y + j0, rows: 1, columns: j0..<j1)
+            }
+            return
+        }
+        let workers = rows * n * k >= 1 << 18 ? NNPackedGemm.workers(context, items: (rows + 3) / 4) : 1
+        let per = NNPackedGemm.roundUp((rows + workers - 1) / workers, NNPackedGemm.mr)
+        NNGemm.run(workers: workers) { worker in
+            let r0 = Swift.min(rows, worker * per), r1 = Swift.min(rows, r0 + per)
+            guard r0 < r1 else { return }
+            post.withGemmEpilogue(perColumn: true, offset: 0) { epilogue in
+                cg_gemm(r1 - r0, n, k, NNPackedGemm.plain(x + r0 * k, ld: k), packed.operand(), y + r0 * n, n, 0,
+                        context.scratch + worker * NNPackedGemm.workspace, epilogue)
+            }
+            if post.needsPass { post.applyRows(y + r0 * n, rows: r1 - r0) }
+        }
+    }
+
+    /// Weights (k·n) from which a one-row product is split over the workers.
+    /// (With `NNSpinTeam`'s polling helpers a 784×512 GEMV on two threads takes ~60 % of its
+    /// one-thread time; through a Dispatch wake-up it took longer than on one.)
+    static let parallelGemv = 1 << 17
+
+    /// Output channels from which the packed kernels are used: narrower layers (a classifier's
+    /// last one) stay on OpenBLAS, which handles them faster.
+    static let packedChannels = 16
 }

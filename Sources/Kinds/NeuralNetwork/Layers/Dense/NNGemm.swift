@@ -1,3 +1,4 @@
+import CCortadoGemm
 import COpenBLAS
 
 /// The work splitting and GEMM call the GEMM layers share (threading: `NNThreads`).
@@ -73,6 +74,49 @@ struct NNChannelEpilogue: Sendable {
         return true
     }
 
+    /// The steps as Cortado's GEMM applies them to each finished tile (`cg_epilogue`): one
+    /// affine step, one ReLU or leaky ReLU, or an affine step then one of those. Nil for no
+    /// steps or other ones (those run in `apply` / `applyRows` after the GEMM).
+    private var gemmForm: (scale: [Float]?, shift: [Float]?, activation: cg_activation, alpha: Float)? {
+        func activation(_ step: Step) -> (cg_activation, Float)? {
+            switch step {
+            case .activation(.relu): return (CG_ACT_RELU, 0)
+            case .activation(.leakyRelu(let alpha)): return (CG_ACT_LEAKY_RELU, alpha)
+            default: return nil
+            }
+        }
+        switch steps.count {
+        case 1:
+            if case .affine(let scale, let shift) = steps[0] { return (scale, shift, CG_ACT_NONE, 0) }
+            return activation(steps[0]).map { (nil, nil, $0.0, $0.1) }
+        case 2:
+            guard case .affine(let scale, let shift) = steps[0], let (a, alpha) = activation(steps[1]) else { return nil }
+            return (scale, shift, a, alpha)
+        default:
+            return nil
+        }
+    }
+
+    /// Whether steps remain for `apply` / `applyRows` after a GEMM that took
+    /// `withGemmEpilogue`'s epilogue.
+    var needsPass: Bool { !steps.isEmpty && gemmForm == nil }
+
+    /// Runs `body` with the steps as a GEMM epilogue for a C whose first row (or, with
+    /// `perColumn`, column) is channel `offset`; with nil when the GEMM cannot apply them.
+    func withGemmEpilogue<R>(perColumn: Bool, offset: Int, _ body: (UnsafePointer<cg_epilogue>?) -> R) -> R {
+        guard let form = gemmForm else { return body(nil) }
+        func pointer<T>(_ a: [Float]?, _ f: (UnsafePointer<Float>?) -> T) -> T {
+            guard let a else { return f(nil) }
+            return a.withUnsafeBufferPointer { f($0.baseAddress! + offset) }
+        }
+        return pointer(form.scale) { scale in
+            pointer(form.shift) { shift in
+                var e = cg_epilogue(scale: scale, shift: shift, per_column: perColumn ? 1 : 0, activation: form.activation, alpha: form.alpha)
+                return withUnsafePointer(to: &e) { body($0) }
+            }
+        }
+    }
+
     /// Applies every step to `count` contiguous values of channel `c`.
     @inline(__always) func apply(_ p: UnsafeMutablePointer<Float>, count: Int, channel c: Int) {
         var i = 0
@@ -104,8 +148,11 @@ struct NNChannelEpilogue: Sendable {
     }
 
     /// Applies every step to `rows` rows of `channels` values (channel fastest), as an inner
-    /// product writes them.
-    func applyRows(_ p: UnsafeMutablePointer<Float>, rows: Int) {
+    /// product writes them; with `columns`, only those channels of each row (`p` then points
+    /// at channel `columns.lowerBound` of the first row).
+    func applyRows(_ p: UnsafeMutablePointer<Float>, rows: Int, columns: Range<Int>? = nil) {
+        let cols = columns ?? 0..<channels
+        let c0 = cols.lowerBound
         for step in steps {
             switch step {
             case .affine(let scale, let shift):
@@ -113,23 +160,27 @@ struct NNChannelEpilogue: Sendable {
                     if let scale {
                         scale.withUnsafeBufferPointer { s in
                             for r in 0..<rows {
-                                let y = p + r * channels
-                                for c in 0..<channels { y[c] = y[c] * s[c] + t[c] }
+                                let y = p + r * channels - c0
+                                for c in cols { y[c] = y[c] * s[c] + t[c] }
                             }
                         }
                     } else {
                         for r in 0..<rows {
-                            let y = p + r * channels
-                            for c in 0..<channels { y[c] += t[c] }
+                            let y = p + r * channels - c0
+                            for c in cols { y[c] += t[c] }
                         }
                     }
                 }
             case .activation(let a):
                 switch a {
                 case .prelu, .parametricSoftplus:
-                    for r in 0..<rows { for c in 0..<channels { a.apply(p + r * channels + c, count: 1, channel: c) } }
+                    for r in 0..<rows { for c in cols { a.apply(p + r * channels + c - c0, count: 1, channel: c) } }
                 default:
-                    a.apply(p, count: rows * channels, channel: 0)
+                    if cols.count == channels {
+                        a.apply(p, count: rows * channels, channel: 0)
+                    } else {
+                        for r in 0..<rows { a.apply(p + r * channels, count: cols.count, channel: 0) }
+                    }
                 }
             }
         }

@@ -1,0 +1,109 @@
+#ifndef CORTADO_GEMM_H
+#define CORTADO_GEMM_H
+
+/*
+ * Cortado's single-precision GEMM for the neural-network kernels: row-major
+ * C[m×n] = A[m×k]·B[k×n] (+ C), cache-blocked, with an AVX-512F micro-kernel of
+ * CG_MR rows × CG_NR columns.
+ *
+ * Operands are packed into panels: A into row panels of CG_MR rows, B into column panels
+ * of CG_NR columns, both cut along k into ceil(k / CG_KC) blocks of near-equal size (block b
+ * covers k values [b·k/blocks, (b+1)·k/blocks)). A packed matrix is laid out block by block
+ * along k; inside a block, panel after panel; inside a panel, k after k:
+ *   packed A: [k block][row panel][k in block][CG_MR]
+ *   packed B: [k block][column panel][k in block][CG_NR]
+ * Padding rows or columns hold zeros. Constant operands (weights) are packed once;
+ * activations are packed by the GEMM itself, per block, into caller-supplied workspace.
+ *
+ * Every function here needs AVX-512F: call cg_available() first and keep another path
+ * for CPUs without it.
+ */
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { CG_MR = 12, CG_NR = 32, CG_KC = 256 };
+
+/* 1 when this CPU runs the AVX-512F kernels (checked once). */
+int cg_available(void);
+
+/* One operand of cg_gemm. */
+typedef enum {
+    CG_ROW_MAJOR = 0,  /* element (r, c) of the operand at data[r*ld + c] */
+    CG_TRANSPOSED = 1, /* element (r, c) at data[c*ld + r] */
+    CG_PACKED = 2,     /* a packed matrix (layout above): rows (A) or columns (B) from panel `panel` on */
+} cg_form;
+
+typedef struct {
+    const float *data;
+    long ld;       /* CG_ROW_MAJOR / CG_TRANSPOSED: leading dimension */
+    cg_form form;
+    long width;    /* CG_PACKED: padded width of the whole packed matrix (a multiple of CG_MR or CG_NR) */
+    long panel;    /* CG_PACKED: first panel of this view */
+} cg_operand;
+
+/* Floats a packed A (m×k) or B (k×n) takes. */
+size_t cg_packed_a_count(long m, long k);
+size_t cg_packed_b_count(long k, long n);
+
+/* Packs all of a (m×k, element (i,p) as `a` describes, not CG_PACKED) into dst. */
+void cg_pack_a(cg_operand a, long m, long k, float *dst);
+/* Packs columns [n0, n0+n) of b (k×ntotal, element (p,j) as `b` describes) into panels
+ * dst_panel... of a packed matrix of padded width dst_width (n0 and dst_panel on panel
+ * boundaries: n0 a multiple of CG_NR). */
+void cg_pack_b(cg_operand b, long k, long n0, long n, float *dst, long dst_width, long dst_panel);
+
+/* The im2col matrix of one convolution, packed straight from the [C, H, W] input:
+ * row (c·kh + i)·kw + j, column oh·outW + ow holds
+ * x[c, oh·sh − padH + i·dh, ow·sw − padW + j·dw] (0 outside the input). */
+typedef struct {
+    long channels, h, w;
+    long kh, kw, sh, sw, dh, dw;
+    long pad_h, pad_w;
+    long out_h, out_w;
+} cg_conv;
+
+/* Packs columns [n0, n0+n) of the im2col matrix of x (K = channels·kh·kw rows) into
+ * panels dst_panel... of a packed B of padded width dst_width (n0 a multiple of CG_NR). */
+void cg_pack_conv(const cg_conv *g, const float *x, long n0, long n, float *dst, long dst_width, long dst_panel);
+
+/* Floats of workspace cg_gemm needs (at most; 64-byte alignment is done inside). */
+size_t cg_workspace_count(void);
+
+/* Steps applied to each finished tile of C while it is in L1: y = x·scale[ch] + shift[ch]
+ * (a NULL scale means 1, a NULL shift 0), then the activation. The channel ch is the row of
+ * C (per_column 0: a convolution's output channels) or its column (per_column 1: an inner
+ * product's); scale and shift are indexed from the first row or column of this C. */
+typedef enum { CG_ACT_NONE = 0, CG_ACT_RELU = 1, CG_ACT_LEAKY_RELU = 2 } cg_activation;
+
+typedef struct {
+    const float *scale;
+    const float *shift;
+    int per_column;
+    cg_activation activation;
+    float alpha; /* leaky ReLU: y = alpha·x for x < 0 */
+} cg_epilogue;
+
+/* C[m×n] = A·B, or C += A·B when accumulate is non-zero; then the epilogue, when not NULL.
+ * A packed A view starts on a row panel, a packed B view on a column panel. The workspace
+ * (cg_workspace_count() floats) may be NULL when both operands are packed. */
+void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float *c, long ldc, int accumulate, float *workspace,
+             const cg_epilogue *epilogue);
+
+/* y[n] = x[k]·B for one row x against columns [0, n) of a packed B view (y overwritten). */
+void cg_gemv(long n, long k, const float *x, cg_operand b, float *y);
+
+/* A spin-wait hint (x86 `pause`) for threads that poll a flag. */
+static inline void cg_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,85 @@
+"""Convolution and inner product on both GEMM paths.
+
+On a CPU with AVX-512F, ungrouped convolutions and inner products of 16+ outputs run on
+Cortado's own packed GEMM (Sources/CGemm); `CORTADO_GEMM=openblas` puts them back on OpenBLAS,
+the path every other CPU takes. The cases of test_dense.py run again here on the OpenBLAS path,
+and shapes that reach the packed GEMM's other strategies (images cut into column bands, one
+wide row split over the workers) run on both paths against NumPy. Tolerances: test_dense's
+GEMM_TOL (float32 sums of a few thousand products against float64 references).
+"""
+import numpy as np
+import pytest
+
+import test_dense as dense
+from nnharness import assert_close, builder, predict, rng
+
+PATHS = ["default", "openblas"]
+
+
+def use_path(monkeypatch, path):
+    if path == "openblas":
+        monkeypatch.setenv("CORTADO_GEMM", "openblas")
+    else:
+        monkeypatch.delenv("CORTADO_GEMM", raising=False)
+
+
+@pytest.mark.parametrize("case", sorted(dense.CONV_CASES))
+def test_convolution_on_openblas(case, tmp_path, monkeypatch):
+    use_path(monkeypatch, "openblas")
+    dense.test_convolution(case, tmp_path)
+
+
+@pytest.mark.parametrize("rows", [1, 7, 256])
+def test_inner_product_on_openblas(rows, tmp_path, monkeypatch):
+    use_path(monkeypatch, "openblas")
+    dense.test_inner_product(rows, tmp_path)
+
+
+def test_fused_conv_bn_leaky_on_openblas(tmp_path, monkeypatch):
+    use_path(monkeypatch, "openblas")
+    dense.test_fused_conv_bn_leaky_matches_unfused(tmp_path)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_banded_convolution_with_folded_steps(path, tmp_path, monkeypatch):
+    """16 channels of 50×47 (K = 144, 2350 output columns): the packed GEMM cuts each image into
+    bands of columns; two images per batch; bias, batch norm and leaky ReLU folded in."""
+    use_path(monkeypatch, path)
+    cin, h, w, cout = 16, 50, 47, 20
+    r = rng(21)
+    w_spec = (r.normal(size=(cout, cin, 3, 3)) / 12).astype(np.float32)
+    bias = r.normal(size=cout).astype(np.float32)
+    gamma, beta, mean = r.normal(size=cout), r.normal(size=cout), r.normal(size=cout)
+    var = r.uniform(0.5, 2, size=cout)
+    b = builder([("x", (cin, h, w))], [("y", (cout, h, w))])
+    b.add_convolution("conv", cin, cout, 3, 3, 1, 1, "same", 1, W=w_spec.transpose(2, 3, 1, 0), b=bias,
+                      has_bias=True, input_name="x", output_name="c")
+    b.add_batchnorm("bn", cout, gamma, beta, mean, var, input_name="c", output_name="n")
+    b.add_activation("leaky", "LEAKYRELU", "n", "y", params=[0.1])
+    xs = [r.normal(size=(cin, h, w)) for _ in range(2)]
+    outs = predict(b, [{"x": x} for x in xs], tmp_path)
+    pads = dense.same_pads(h, 3, 1) + dense.same_pads(w, 3, 1)
+    for i, (x, o) in enumerate(zip(xs, outs)):
+        conv = dense.conv_ref(x, w_spec.astype(np.float64), bias, pads=pads)
+        bn = gamma[:, None, None] * (conv - mean[:, None, None]) / np.sqrt(var[:, None, None] + 1e-5) + beta[:, None, None]
+        assert_close(o["y"], np.where(bn >= 0, bn, 0.1 * bn), **dense.GEMM_TOL, what=f"{path} image {i}")
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("rows", [1, 13])
+def test_wide_inner_product(path, rows, tmp_path, monkeypatch):
+    """2100 inputs → 2050 outputs with ReLU: one row is a GEMV large enough to split over the
+    workers; 13 rows a GEMM whose rows and columns end mid-panel."""
+    use_path(monkeypatch, path)
+    cin, cout = 2100, 2050
+    r = rng(22 + rows)
+    wt = (r.normal(size=(cout, cin)) / np.sqrt(cin)).astype(np.float32)
+    bias = r.normal(size=cout).astype(np.float32)
+    b = builder([("x", (cin,))], [("y", (cout,))])
+    b.add_inner_product("fc", W=wt, b=bias, input_channels=cin, output_channels=cout, has_bias=True,
+                        input_name="x", output_name="h")
+    b.add_activation("relu", "RELU", "h", "y")
+    xs = [r.normal(size=(cin,)) for _ in range(rows)]
+    outs = predict(b, [{"x": x} for x in xs], tmp_path)
+    got = np.stack([o["y"].reshape(-1) for o in outs])
+    assert_close(got, np.maximum(np.stack(xs) @ wt.T.astype(np.float64) + bias, 0), **dense.GEMM_TOL, what=path)
