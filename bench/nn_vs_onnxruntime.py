@@ -172,13 +172,13 @@ def sgemm_gflops(n, threads, repeat=5):
     return out
 
 
-def mlp_models(seed=0):
+def mlp_models(seed=0, sizes=(784, 512, 512, 10)):
     from coremltools.models import datatypes
     from coremltools.models.neural_network import NeuralNetworkBuilder
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     r = np.random.default_rng(seed)
-    sizes = [784, 512, 512, 10]
+    sizes = list(sizes)
     ws = [(r.standard_normal((o, i)) * np.sqrt(2 / i)).astype(np.float32) for i, o in zip(sizes, sizes[1:])]
     bs = [(r.standard_normal(o) * 0.1).astype(np.float32) for o in sizes[1:]]
     b = NeuralNetworkBuilder([("x", datatypes.Array(784))], [("y", datatypes.Array(10))])
