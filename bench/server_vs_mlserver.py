@@ -175,6 +175,22 @@ def client_cpu(cmd, env=None, timeout=300):
     return proc, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def cortado_load(load_bin, url, model, seconds, csv_path, prefix=(), connections=None):
+    """One closed-loop cortado-load run at concurrency 16 (Open Inference Protocol): its
+    throughput, p50/p99, failures and its own CPU share from its CSV, or {"error": ...}."""
+    cmd = list(prefix) + [load_bin, "--target", url, "--model", model, "--api", "oip", "--concurrency", "16",
+                          "--duration", str(seconds), "--warmup", "1", "--quiet", "--csv", csv_path]
+    if connections:
+        cmd += ["--connections", str(connections)]
+    proc, _ = client_cpu(cmd)
+    if proc.returncode != 0 or not os.path.exists(csv_path):
+        return {"error": (proc.stdout + proc.stderr).strip().splitlines()[-2:]}
+    with open(csv_path) as fh:
+        row = next(csv.DictReader(fh))
+    return {"throughput": float(row["throughput_per_s"]), "p50_us": 1000 * float(row["p50_ms"]), "p99_us": 1000 * float(row["p99_ms"]),
+            "cpu_percent": float(row["cpu_percent"]), "failed": int(row["failed"])}
+
+
 def clients_side_by_side(url, pid, load_bin, work, seconds, sample, model="logreg", rounds=3):
     """perf_analyzer, cortado-load and a gRPC-core client, same model and concurrency, the
     server on CPU 0 and the client on CPU 1, in `rounds` rounds that alternate the clients (so
@@ -198,16 +214,8 @@ def clients_side_by_side(url, pid, load_bin, work, seconds, sample, model="logre
         return {"throughput": float(row["Inferences/Second"]), "p50_us": float(row["p50 latency"]), "cpu_percent": 100 * cpu / wall}
 
     def run_cortado_load():
-        csv_path = os.path.join(work, f"load-pinned-{model}.csv")
-        proc, _ = client_cpu(["taskset", "-c", "1", load_bin, "--target", url, "--model", model, "--api", "oip",
-                              "--concurrency", "16", "--connections", "1", "--duration", str(seconds * 3), "--warmup", "1",
-                              "--quiet", "--csv", csv_path])
-        if proc.returncode != 0 or not os.path.exists(csv_path):
-            return {"error": (proc.stdout + proc.stderr).strip().splitlines()[-2:]}
-        with open(csv_path) as fh:
-            row = next(csv.DictReader(fh))
-        return {"throughput": float(row["throughput_per_s"]), "p50_us": 1000 * float(row["p50_ms"]),
-                "cpu_percent": float(row["cpu_percent"]), "failed": int(row["failed"])}
+        return cortado_load(load_bin, url, model, seconds * 3, os.path.join(work, f"load-pinned-{model}.csv"),
+                            prefix=("taskset", "-c", "1"), connections=1)
 
     def run_grpc_core():
         if core is None:
@@ -435,24 +443,17 @@ def main():
             # with perf_analyzer where the server is the bottleneck (the mlp rows), measures
             # Cortado at the same concurrency, unpinned, as perf_analyzer ran.
             if os.access(load_bin, os.X_OK):
-                csv_path = os.path.join(work, f"load-summary-{model}.csv")
-                proc = subprocess.run([load_bin, "--target", f"127.0.0.1:{cport}", "--model", model, "--api", "oip", "--concurrency", "16",
-                                       "--duration", str(interval / 1000 * 2), "--warmup", "1", "--quiet", "--csv", csv_path],
-                                      capture_output=True, text=True, timeout=300)
-                if proc.returncode == 0 and os.path.exists(csv_path):
-                    with open(csv_path) as fh:
-                        r = next(csv.DictReader(fh))
-                    load = {"throughput": float(r["throughput_per_s"]), "p50_ms": float(r["p50_ms"]), "p99_ms": float(r["p99_ms"]),
-                            "failed": int(r["failed"])}
+                load = cortado_load(load_bin, f"127.0.0.1:{cport}", model, interval / 1000 * 2, os.path.join(work, f"load-summary-{model}.csv"))
+                if "error" not in load:
                     results.setdefault("cortado_load_c16", {})[model] = load
-                    line = f"  {model:<7} cortado-load: Cortado {load['throughput']:.0f}/s, p99 {load['p99_ms']:.2f} ms, {load['failed']} failed"
+                    line = f"  {model:<7} cortado-load: Cortado {load['throughput']:.0f}/s, p99 {load['p99_us'] / 1000:.2f} ms, {load['failed']} failed"
                     if "mlserver" in rows:
                         r2 = load["throughput"] / rows["mlserver"]["throughput"]
                         results.setdefault("ratios_cortado_load", {})[model] = r2
                         line += f": {r2:.1f}× MLServer's perf_analyzer figure"
                     print(line)
                 else:
-                    print(f"  {model:<7} cortado-load failed: {(proc.stdout + proc.stderr).strip().splitlines()[-2:]}")
+                    print(f"  {model:<7} cortado-load failed: {load['error']}")
         if args.summary:
             with open(args.summary, "w") as fh:
                 json.dump(results, fh, indent=1)

@@ -50,7 +50,8 @@ final class HTTP2Stream {
         ignoredHeaders.contains { matches(name, $0) }
     }
 
-    /// Records one request header. Pseudo-headers fill the routing fields; the rest is metadata.
+    /// Records one request header (the ignored ones never reach here). Pseudo-headers fill the
+    /// routing fields; the rest is metadata.
     func addHeader(name: UnsafeBufferPointer<UInt8>, value: String) {
         if Self.matches(name, ":path") { path = value }
         else if Self.matches(name, ":method") { method = value }
@@ -58,7 +59,7 @@ final class HTTP2Stream {
         else if Self.matches(name, "grpc-encoding") { encoding = value }
         else if Self.matches(name, "grpc-timeout") {
             if let t = GRPCTimeout.parse(value) { timeoutNanos = t } else { badTimeout = true }
-        } else if !(Self.matches(name, ":scheme") || Self.matches(name, ":authority")) {
+        } else {
             metadata.append((String(decoding: name, as: UTF8.self), value))
         }
     }
