@@ -21,7 +21,7 @@ Side by side in one script, on the same machine and the same models:
    which transport costs the client less CPU per call: gRPC core or cortado-load's own libuv +
    nghttp2 client.
 5. The summary at concurrency 16: perf_analyzer's ratio, and Cortado measured by cortado-load
-   (which agrees with perf_analyzer where the server is the bottleneck, and does not
+   (which matches the gRPC-core client where the server is the bottleneck, and does not
    saturate its core where perf_analyzer does) against MLServer's perf_analyzer figure.
 6. h2load: the ceiling is nghttpd serving a 62-byte file at 16 connections × 16 streams; the
    same load replays one recorded ModelInfer request (the lightest gRPC client there is)
@@ -439,9 +439,9 @@ def main():
                 print(f"  {model:<7} perf_analyzer: Cortado {rows['cortado']['throughput']:.0f}/s vs MLServer {rows['mlserver']['throughput']:.0f}/s: "
                       f"{ratio:.1f}×; Cortado p99 {rows['cortado']['p99_us'] / 1000:.2f} ms")
             # perf_analyzer saturates its core long before Cortado does (see the clients side
-            # by side), so its Cortado row measures perf_analyzer. cortado-load, which agrees
-            # with perf_analyzer where the server is the bottleneck (the mlp rows), measures
-            # Cortado at the same concurrency, unpinned, as perf_analyzer ran.
+            # by side), so its Cortado row measures perf_analyzer. cortado-load (whose figures
+            # match the gRPC-core client's, and perf_analyzer's p50, where the server is the
+            # bottleneck: the mlp rows) measures Cortado at the same concurrency, unpinned.
             if os.access(load_bin, os.X_OK):
                 load = cortado_load(load_bin, f"127.0.0.1:{cport}", model, interval / 1000 * 2, os.path.join(work, f"load-summary-{model}.csv"))
                 if "error" not in load:
