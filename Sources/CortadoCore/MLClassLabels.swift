@@ -32,29 +32,46 @@ public enum MLClassLabels: Sendable, Equatable {
         }
     }
 
-    /// A label → score dictionary feature value.
+    /// A label → score dictionary feature value (its dictionary is built when first read).
     public func dictionary(scores: UnsafeBufferPointer<Double>) -> MLFeatureValue {
         precondition(scores.count == count)
-        switch self {
-        case .int64s(let l):
-            var d = [Int64: Double](minimumCapacity: l.count)
-            for (i, label) in l.enumerated() { d[label] = scores[i] }
-            return MLFeatureValue(dictionary: .int64Keyed(d))
-        case .strings(let l):
-            var d = [String: Double](minimumCapacity: l.count)
-            for (i, label) in l.enumerated() { d[label] = scores[i] }
-            return MLFeatureValue(dictionary: .stringKeyed(d))
-        }
+        return MLFeatureValue(classScores: MLClassScores(labels: self, scores: Array(scores)))
     }
 
     public func dictionary(scores: [Double]) -> MLFeatureValue {
-        scores.withUnsafeBufferPointer { dictionary(scores: $0) }
+        precondition(scores.count == count)
+        return MLFeatureValue(classScores: MLClassScores(labels: self, scores: scores))
     }
 
     public var labelStrings: [String] {
         switch self {
         case .int64s(let l): return l.map(String.init)
         case .strings(let l): return l
+        }
+    }
+}
+
+/// A classifier's scores, `scores[i]` for `labels[i]`.
+public struct MLClassScores: Sendable {
+    public let labels: MLClassLabels
+    public let scores: [Double]
+
+    public init(labels: MLClassLabels, scores: [Double]) {
+        self.labels = labels
+        self.scores = scores
+    }
+
+    /// The label → score dictionary.
+    public var dictionary: MLFeatureDictionary {
+        switch labels {
+        case .int64s(let l):
+            var d = [Int64: Double](minimumCapacity: l.count)
+            for (i, label) in l.enumerated() { d[label] = scores[i] }
+            return .int64Keyed(d)
+        case .strings(let l):
+            var d = [String: Double](minimumCapacity: l.count)
+            for (i, label) in l.enumerated() { d[label] = scores[i] }
+            return .stringKeyed(d)
         }
     }
 }
@@ -83,7 +100,8 @@ public struct MLClassifierOutputNames: Sendable {
 
     /// The output features for a winning class and per-class scores.
     public func outputs(labels: MLClassLabels, winner: Int, scores: UnsafeBufferPointer<Double>) -> [String: MLFeatureValue] {
-        var out: [String: MLFeatureValue] = [labelName: labels.value(at: winner)]
+        var out = [String: MLFeatureValue](minimumCapacity: 2)
+        out[labelName] = labels.value(at: winner)
         if let p = probabilitiesName { out[p] = labels.dictionary(scores: scores) }
         return out
     }

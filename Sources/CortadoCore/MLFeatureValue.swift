@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A dictionary feature's contents: keys are all int64 or all strings, values are numbers.
 public enum MLFeatureDictionary: Equatable, Sendable {
@@ -34,9 +35,37 @@ public final class MLFeatureValue: @unchecked Sendable, CustomStringConvertible 
         case sequence(MLSequence)
     }
 
-    public let storage: Storage
+    /// The value, or nil for a classifier's scores whose dictionary is built on first use.
+    private let eager: Storage?
+    /// A classifier's scores in label order (`MLClassLabels.dictionary(scores:)`): readers
+    /// that want them in that order (the Open Inference Protocol's tensors) skip the
+    /// dictionary, which is only built when `storage` is read.
+    public let classScores: MLClassScores?
+    private let built: Mutex<Storage?>
 
-    public init(storage: Storage) { self.storage = storage }
+    public var storage: Storage {
+        if let eager { return eager }
+        return built.withLock { cached in
+            if let cached { return cached }
+            let value = Storage.dictionary(classScores!.dictionary)
+            cached = value
+            return value
+        }
+    }
+
+    public init(storage: Storage) {
+        eager = storage
+        classScores = nil
+        built = Mutex(nil)
+    }
+
+    /// A label → score dictionary value kept as the scores in label order.
+    public init(classScores: MLClassScores) {
+        precondition(classScores.scores.count == classScores.labels.count)
+        eager = nil
+        self.classScores = classScores
+        built = Mutex(nil)
+    }
     public convenience init(int64: Int64) { self.init(storage: .int64(int64)) }
     public convenience init(double: Double) { self.init(storage: .double(double)) }
     public convenience init(string: String) { self.init(storage: .string(string)) }
@@ -71,6 +100,7 @@ public final class MLFeatureValue: @unchecked Sendable, CustomStringConvertible 
     }
 
     public var type: MLFeatureType {
+        if classScores != nil { return .dictionary }
         switch storage {
         case .undefined(let t): return t
         case .int64: return .int64
@@ -84,6 +114,7 @@ public final class MLFeatureValue: @unchecked Sendable, CustomStringConvertible 
     }
 
     public var isUndefined: Bool {
+        if classScores != nil { return false }
         if case .undefined = storage { return true }
         return false
     }
@@ -142,6 +173,7 @@ public final class MLFeatureValue: @unchecked Sendable, CustomStringConvertible 
     }
 
     public var description: String {
+        if let classScores { return "dictionary of \(classScores.labels.count) entries" }
         switch storage {
         case .undefined(let t): return "undefined \(t)"
         case .int64(let v): return "int64 \(v)"

@@ -10,7 +10,7 @@ extension ServedModel {
     /// of several jobs fails, each job runs again alone, so a bad row fails only its own call.
     /// Errors are sent at once; the answers are returned, to be sent once the caller gave the
     /// model's slot back.
-    func execute(_ jobs: [PredictionJob], maxRows: Int = 1) -> [() -> Void] {
+    func execute<Jobs: Collection<PredictionJob>>(_ jobs: Jobs, maxRows: Int = 1) -> [() -> Void] {
         var sends: [() -> Void] = []
         var ready: [(job: PredictionJob, rows: [MLFeatureProvider], queued: UInt64, input: UInt64)] = []
         ready.reserveCapacity(jobs.count)

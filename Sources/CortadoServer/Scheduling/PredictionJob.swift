@@ -5,17 +5,34 @@ import Foundation
 /// One prediction call split into the steps a batch runs separately: read its rows (decode
 /// and check, on a worker), and answer from the rows' results. The dynamic batcher runs the
 /// rows of several jobs as one model execution and hands each job its share of the results.
-struct PredictionJob {
+/// A service subclasses it (one object per call, holding what `rows` decoded for `encode`:
+/// the steps run in order, one thread at a time) or hands closures to `ClosureJob`.
+class PredictionJob: @unchecked Sendable {
     let call: GRPCServerCall
-    /// Decodes and checks the request: one feature provider per row.
-    let rows: () throws -> [MLFeatureProvider]
-    /// Encodes the response from the results of this job's rows, in row order.
-    let encode: ([MLFeatureProvider]) throws -> [UInt8]
     /// Whether `encode` leaves `GRPCMessageWriter.prefixLength` bytes free in front of the
     /// message for the frame prefix (then the answer is framed in place).
-    var prefixReserved = false
-    /// Told once how the call ended and how long it took (metrics).
-    let observe: (GRPCStatus.Code, UInt64) -> Void
+    let prefixReserved: Bool
+    /// Where `observe` counts the call (nil: not counted, as in tests).
+    private let metrics: (model: ServedModel, service: String, registry: ServerMetrics)?
+
+    init(call: GRPCServerCall, prefixReserved: Bool = false, metrics: (model: ServedModel, service: String, registry: ServerMetrics)?) {
+        self.call = call
+        self.prefixReserved = prefixReserved
+        self.metrics = metrics
+    }
+
+    /// Decodes and checks the request: one feature provider per row.
+    func rows() throws -> [MLFeatureProvider] { [] }
+
+    /// Encodes the response from the results of this job's rows, in row order.
+    func encode(_ results: [MLFeatureProvider]) throws -> [UInt8] { [] }
+
+    /// Told once how the call ended and how long it took (metrics). Looked up here, on the
+    /// worker, not on the loop thread that builds the job.
+    func observe(_ code: GRPCStatus.Code, _ nanoseconds: UInt64) {
+        guard let metrics else { return }
+        metrics.model.metricsSeries(metrics.service, in: metrics.registry).observe(code: code, seconds: Double(nanoseconds) / 1e9)
+    }
 
     /// Answers the call with an error, counted for the model.
     func fail(_ status: GRPCStatus, statistics: ServedModelStatistics) {
@@ -34,6 +51,22 @@ struct PredictionJob {
         }
         return nil
     }
+}
+
+/// A job whose steps are closures (services off the hot path, tests).
+final class ClosureJob: PredictionJob, @unchecked Sendable {
+    private let readRows: () throws -> [MLFeatureProvider]
+    private let encodeResults: ([MLFeatureProvider]) throws -> [UInt8]
+
+    init(call: GRPCServerCall, prefixReserved: Bool = false, metrics: (model: ServedModel, service: String, registry: ServerMetrics)?,
+         rows: @escaping () throws -> [MLFeatureProvider], encode: @escaping ([MLFeatureProvider]) throws -> [UInt8]) {
+        readRows = rows
+        encodeResults = encode
+        super.init(call: call, prefixReserved: prefixReserved, metrics: metrics)
+    }
+
+    override func rows() throws -> [MLFeatureProvider] { try readRows() }
+    override func encode(_ results: [MLFeatureProvider]) throws -> [UInt8] { try encodeResults(results) }
 }
 
 /// What a job's `rows` step decoded, kept for its `encode` step (same call, one thread at a

@@ -5,10 +5,18 @@ import Foundation
 
 /// One ModelInfer request on a worker: tensors in (raw, typed or shared memory), rows
 /// through the model, tensors out (raw, or written into the client's shared memory).
-struct InferenceRun {
+/// A class: a job keeps it from `rows` to `encode`, and copying a struct this size (the
+/// request message, the model, the registry) on every use cost a retain per field.
+final class InferenceRun {
     let request: Inference_ModelInferRequest
     let served: ServedModel
     let sharedMemory: SharedMemoryRegistry
+
+    init(request: Inference_ModelInferRequest, served: ServedModel, sharedMemory: SharedMemoryRegistry) {
+        self.request = request
+        self.served = served
+        self.sharedMemory = sharedMemory
+    }
 
     struct Result {
         var message: Inference_ModelInferResponse
@@ -76,7 +84,7 @@ struct InferenceRun {
         var providers: [MLFeatureProvider] = []
         providers.reserveCapacity(batch)
         for row in 0..<batch {
-            var values: [String: MLFeatureValue] = [:]
+            var values = [String: MLFeatureValue](minimumCapacity: columns.count)
             for (mapping, elements, rowShape) in columns {
                 values[mapping.name] = try value(row: row, mapping: mapping, elements: elements, rowShape: rowShape)
             }
@@ -258,23 +266,24 @@ struct InferenceRun {
         w.string(1, served.name)
         w.string(2, served.version)
         w.string(3, request.id)
-        for t in tensors {
+        // By index: the tensors are read in place, not copied (a copy retains each field).
+        for i in tensors.indices {
             // Parameters are rare (shared memory only): SwiftProtobuf writes those map entries.
             var extra: [UInt8] = []
-            if !t.parameters.isEmpty {
+            if !tensors[i].parameters.isEmpty {
                 var only = Inference_ModelInferResponse.InferOutputTensor()
-                only.parameters = t.parameters
+                only.parameters = tensors[i].parameters
                 extra = try only.serializedBytes()
             }
-            w.lengthDelimited(5, length: ProtobufWriter.stringFieldSize(1, t.name) + ProtobufWriter.stringFieldSize(2, t.datatype)
-                                         + ProtobufWriter.packedInt64FieldSize(3, t.shape) + extra.count)
-            w.string(1, t.name)
-            w.string(2, t.datatype)
-            w.packedInt64(3, t.shape)
-            w.bytes.append(contentsOf: extra)
+            w.lengthDelimited(5, length: ProtobufWriter.stringFieldSize(1, tensors[i].name) + ProtobufWriter.stringFieldSize(2, tensors[i].datatype)
+                                         + ProtobufWriter.packedInt64FieldSize(3, tensors[i].shape) + extra.count)
+            w.string(1, tensors[i].name)
+            w.string(2, tensors[i].datatype)
+            w.packedInt64(3, tensors[i].shape)
+            if !extra.isEmpty { w.bytes.append(contentsOf: extra) }
         }
         raw.withUnsafeBytes { all in
-            for t in tensors { w.bytesField(6, UnsafeRawBufferPointer(rebasing: all[t.bytes])) }
+            for i in tensors.indices { w.bytesField(6, UnsafeRawBufferPointer(rebasing: all[tensors[i].bytes])) }
         }
         return w.bytes
     }
@@ -428,6 +437,8 @@ struct InferenceRun {
     }
 
     private func probabilities(_ value: MLFeatureValue, labels: MLClassLabels) -> [Double] {
+        // A classifier's scores in its label order: no dictionary to build or look up.
+        if let scores = value.classScores, scores.labels == labels { return scores.scores }
         switch (value.dictionary, labels) {
         case (.stringKeyed(let d)?, .strings(let l)): return l.map { d[$0] ?? 0 }
         case (.int64Keyed(let d)?, .int64s(let l)): return l.map { d[$0] ?? 0 }

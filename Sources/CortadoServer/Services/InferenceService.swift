@@ -239,20 +239,40 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
     /// `streamed`: wrap the answer as a ModelStreamInferResponse's `infer_response`.
     static func infer(_ call: GRPCServerCall, _ c: ServerContext, streamed: Bool = false) {
         guard let served = c.admit(Inference_ModelInferRequest.self, call, service: service) else { return }
-        let state = JobState<InferenceRun>()
-        c.infer(call, model: served, service: service, prefixReserved: !streamed, rows: {
-            // The hand-written decoder takes the common form of the request, SwiftProtobuf the rest.
-            let request = try ModelInferRequestDecoder.decode(call.request) ?? c.decode(Inference_ModelInferRequest.self, call)
-            let run = InferenceRun(request: request, served: served, sharedMemory: c.sharedMemory)
-            state.value = run
-            return try run.rows()
-        }, encode: { results in
-            guard streamed else { return try state.value!.serializedResponse(results, reservingPrefix: true) }
-            let response = try state.value!.serializedResponse(results)
-            var w = ProtobufWriter(capacity: response.count + 8)
-            w.lengthDelimited(2, length: response.count)
-            w.bytes.append(contentsOf: response)
-            return w.bytes
-        })
+        c.submit(ModelInferJob(call: call, served: served, context: c, streamed: streamed), to: served)
+    }
+}
+
+/// One ModelInfer call (unary, or one message of a stream) as a prediction job: decoded on
+/// the worker, its `InferenceRun` kept for the answer.
+final class ModelInferJob: PredictionJob, @unchecked Sendable {
+    private let served: ServedModel
+    private let context: ServerContext
+    private let streamed: Bool
+    private var run: InferenceRun?
+
+    init(call: GRPCServerCall, served: ServedModel, context: ServerContext, streamed: Bool) {
+        self.served = served
+        self.context = context
+        self.streamed = streamed
+        super.init(call: call, prefixReserved: !streamed, metrics: (served, InferenceService.service, context.metrics))
+    }
+
+    override func rows() throws -> [MLFeatureProvider] {
+        // The hand-written decoder takes the common form of the request, SwiftProtobuf the rest.
+        let request = try ModelInferRequestDecoder.decode(call.request) ?? context.decode(Inference_ModelInferRequest.self, call)
+        let run = InferenceRun(request: request, served: served, sharedMemory: context.sharedMemory)
+        self.run = run
+        return try run.rows()
+    }
+
+    override func encode(_ results: [MLFeatureProvider]) throws -> [UInt8] {
+        guard streamed else { return try run!.serializedResponse(results, reservingPrefix: true) }
+        // A stream's answer is a ModelStreamInferResponse: the response in field 2.
+        let response = try run!.serializedResponse(results)
+        var w = ProtobufWriter(capacity: response.count + 8)
+        w.lengthDelimited(2, length: response.count)
+        w.bytes.append(contentsOf: response)
+        return w.bytes
     }
 }

@@ -91,16 +91,17 @@ public final class ServerContext: @unchecked Sendable {
     /// `prefixReserved`: `encode` leaves the frame prefix's bytes free in front of the message.
     func infer(_ call: GRPCServerCall, model: ServedModel, service: String, prefixReserved: Bool = false,
                rows: @escaping () throws -> [MLFeatureProvider], encode: @escaping ([MLFeatureProvider]) throws -> [UInt8]) {
-        let metrics = self.metrics
-        let job = PredictionJob(call: call, rows: rows, encode: encode, prefixReserved: prefixReserved) { code, nanoseconds in
-            // Looked up here, on the worker, not on the loop thread that builds the job.
-            model.metricsSeries(service, in: metrics).observe(code: code, seconds: Double(nanoseconds) / 1e9)
-        }
+        submit(ClosureJob(call: call, prefixReserved: prefixReserved, metrics: (model, service, metrics), rows: rows, encode: encode), to: model)
+    }
+
+    /// Queues a prediction job on its model (its batcher, or its scheduler); a full queue
+    /// answers the call at once.
+    func submit(_ job: PredictionJob, to model: ServedModel) {
         do {
             if let batcher = model.batcher {
                 try batcher.submit(job)
             } else {
-                try model.scheduler.enqueue { model.execute([job]) }
+                try model.scheduler.enqueue { model.execute(CollectionOfOne(job)) }
             }
         } catch {
             job.fail(error, statistics: model.statistics)
