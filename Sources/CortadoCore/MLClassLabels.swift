@@ -99,6 +99,14 @@ public struct MLClassifierOutputNames: Sendable {
     }
 
     /// The output features for a winning class and per-class scores.
+    /// The outputs as a provider (a list: two features at most).
+    public func provider(labels: MLClassLabels, winner: Int, scores: UnsafeBufferPointer<Double>) -> MLFeatureProvider {
+        guard let p = probabilitiesName else { return MLFeatureListProvider(entries: [(labelName, labels.value(at: winner))]) }
+        // One name for both: the probabilities win, as in `outputs`.
+        if p == labelName { return MLFeatureListProvider(entries: [(p, labels.dictionary(scores: scores))]) }
+        return MLFeatureListProvider(entries: [(labelName, labels.value(at: winner)), (p, labels.dictionary(scores: scores))])
+    }
+
     public func outputs(labels: MLClassLabels, winner: Int, scores: UnsafeBufferPointer<Double>) -> [String: MLFeatureValue] {
         var out = [String: MLFeatureValue](minimumCapacity: 2)
         out[labelName] = labels.value(at: winner)

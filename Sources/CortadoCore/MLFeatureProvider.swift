@@ -50,3 +50,30 @@ public final class MLArrayBatchProvider: MLBatchProvider, @unchecked Sendable {
     public var count: Int { array.count }
     public func features(at index: Int) -> MLFeatureProvider { array[index] }
 }
+
+/// A provider of a few features kept as a list: looking a name up compares it with each
+/// entry (a small string compares in a couple of instructions) instead of hashing it, and
+/// building one allocates once. For the one to a handful of features most predictions read
+/// and write; `MLDictionaryFeatureProvider` suits many.
+public final class MLFeatureListProvider: MLFeatureProvider, @unchecked Sendable {
+    public let entries: [(name: String, value: MLFeatureValue)]
+
+    /// `entries` must not repeat a name.
+    public init(entries: [(name: String, value: MLFeatureValue)]) { self.entries = entries }
+
+    public var featureNames: Set<String> { Set(entries.map(\.name)) }
+
+    public func featureValue(for featureName: String) -> MLFeatureValue? {
+        for entry in entries where entry.name == featureName { return entry.value }
+        return nil
+    }
+
+    /// Entries at most this many go in a list; more, in a dictionary.
+    public static let listLimit = 8
+
+    /// A list provider for a few entries, a dictionary provider for more.
+    public static func make(_ entries: [(name: String, value: MLFeatureValue)]) -> MLFeatureProvider {
+        if entries.count <= listLimit { return MLFeatureListProvider(entries: entries) }
+        return MLDictionaryFeatureProvider(dictionary: Dictionary(entries, uniquingKeysWith: { _, last in last }))
+    }
+}

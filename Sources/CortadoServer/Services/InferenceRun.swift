@@ -84,11 +84,12 @@ final class InferenceRun {
         var providers: [MLFeatureProvider] = []
         providers.reserveCapacity(batch)
         for row in 0..<batch {
-            var values = [String: MLFeatureValue](minimumCapacity: columns.count)
+            var values: [(name: String, value: MLFeatureValue)] = []
+            values.reserveCapacity(columns.count)
             for (mapping, elements, rowShape) in columns {
-                values[mapping.name] = try value(row: row, mapping: mapping, elements: elements, rowShape: rowShape)
+                values.append((mapping.name, try value(row: row, mapping: mapping, elements: elements, rowShape: rowShape)))
             }
-            providers.append(MLDictionaryFeatureProvider(dictionary: values))
+            providers.append(MLFeatureListProvider.make(values))
         }
         return providers
     }

@@ -145,8 +145,7 @@ final class GLMClassifierModel: MLCompiledModel, MLDenseBatchPredicting {
             probabilities(x, scratch: s, into: p)
             var winner = 0
             for c in 1..<k where p[c] > p[winner] { winner = c }
-            let result = outputs.outputs(labels: labels, winner: winner, scores: UnsafeBufferPointer(start: p, count: k))
-            return MLDictionaryFeatureProvider(dictionary: result)
+            return outputs.provider(labels: labels, winner: winner, scores: UnsafeBufferPointer(start: p, count: k))
         }
     }
 

@@ -222,8 +222,7 @@ final class SVMClassifierModel: MLCompiledModel, MLDenseBatchPredicting {
             withUnsafeTemporaryAllocation(of: Double.self, capacity: scratchCount + k) { buffer in
                 let out = buffer.baseAddress!
                 let winner = scores(x, xNorm: xNorm, scratch: out + k, into: out)
-                let result = outputs.outputs(labels: labels, winner: winner, scores: UnsafeBufferPointer(start: out, count: k))
-                return MLDictionaryFeatureProvider(dictionary: result)
+                return outputs.provider(labels: labels, winner: winner, scores: UnsafeBufferPointer(start: out, count: k))
             }
         }
     }

@@ -105,7 +105,7 @@ final class TreeEnsembleClassifierModel: MLCompiledModel, MLDenseBatchPredicting
         let k = labels.count
         var winner = 0
         for c in 1..<k where p[c] > p[winner] { winner = c }
-        return MLDictionaryFeatureProvider(dictionary: outputs.outputs(labels: labels, winner: winner, scores: UnsafeBufferPointer(start: p, count: k)))
+        return outputs.provider(labels: labels, winner: winner, scores: UnsafeBufferPointer(start: p, count: k))
     }
 
     func prediction(from input: MLFeatureProvider, options: MLPredictionOptions) throws -> MLFeatureProvider {
