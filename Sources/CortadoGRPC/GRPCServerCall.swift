@@ -59,13 +59,12 @@ public final class GRPCServerCall: @unchecked Sendable {
         completion.complete(self, .message(GRPCMessageWriter.frame(message)))
     }
 
-    /// Answers with a message written behind `GRPCMessageWriter.prefixLength` bytes left
-    /// free for the frame prefix (filled in here: the message is not copied).
-    public func respond(prefixReserved message: [UInt8]) {
+    /// Answers with a message already framed: written behind `GRPCMessageWriter.prefixLength`
+    /// bytes left free, then `GRPCMessageWriter.fillPrefix` (the message is not copied; fill
+    /// the prefix while the array is not shared, or the write copies it).
+    public func respond(framed message: [UInt8]) {
         guard state.complete() else { return }
-        var framed = message
-        GRPCMessageWriter.fillPrefix(&framed)
-        completion.complete(self, .message(framed))
+        completion.complete(self, .message(message))
     }
 
     /// Answers with an error status and no message (after `send`: ends the stream with it).

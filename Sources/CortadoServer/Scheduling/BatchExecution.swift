@@ -126,7 +126,7 @@ extension ServedModel {
     private func answer(_ job: PredictionJob, _ results: [MLFeatureProvider], queued: UInt64, input: UInt64, infer: UInt64,
                         clock: inout UInt64) -> (() -> Void)? {
         let began = clock
-        let bytes: [UInt8]
+        var bytes: [UInt8]
         do {
             bytes = try job.encode(results)
         } catch {
@@ -139,6 +139,9 @@ extension ServedModel {
         let total = done - job.call.receivedAt
         statistics.recordRequest(total: total, queue: queued, input: input, infer: infer, output: done - began)
         job.observe(.ok, total)
-        return job.prefixReserved ? { job.call.respond(prefixReserved: bytes) } : { job.call.respond(bytes) }
+        // Framed here, while `bytes` is not yet shared with the closure (no copy).
+        if job.prefixReserved { GRPCMessageWriter.fillPrefix(&bytes) }
+        let message = bytes
+        return job.prefixReserved ? { job.call.respond(framed: message) } : { job.call.respond(message) }
     }
 }

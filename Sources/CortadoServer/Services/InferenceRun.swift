@@ -43,6 +43,7 @@ final class InferenceRun {
         let mappings = served.tensorInputs
         var batch = -1
         var columns: [(TensorMapping, TensorElements, rowShape: [Int])] = []
+        columns.reserveCapacity(request.inputs.count)
         let useRaw = !request.rawInputContents.isEmpty
         if useRaw && request.rawInputContents.count != request.inputs.count {
             throw bad("raw_input_contents has \(request.rawInputContents.count) entries for \(request.inputs.count) inputs")
