@@ -10,7 +10,13 @@
    the ceiling's median, and the server's CPU time per request by thread (loop thread,
    workers, all; from /proc, so steadier than req/s on a shared machine) with the rate the
    loop thread alone could sustain.
-2. The dynamic batcher (`--batcher`): an MLP 784-512-512-10 neural network (the one of
+2. Instructions per call (`--instructions`): each `--bin` runs under valgrind's callgrind
+   (a copy without debug info: valgrind 3.19 cannot read Swift's DWARF 5), instrumentation
+   switched on only while h2load replays `--requests` ModelInfer calls after a warm-up; the
+   user-space instructions executed per call, all threads. Deterministic to ~0.1% from run
+   to run, so it compares builds on a busy machine where req/s cannot; it leaves out the
+   kernel and stalls (cache misses, wake-ups).
+3. The dynamic batcher (`--batcher`): an MLP 784-512-512-10 neural network (the one of
    nn_vs_onnxruntime.py) served by the last `--bin` with and without
    `--max-batch-size 16`, perf_analyzer at concurrency 16, batch 1, the server on CPU 0 and
    perf_analyzer on CPU 1, alternating rounds; medians of throughput and p50/p99, plus the
@@ -140,6 +146,46 @@ def replay(binaries, rounds, requests, work):
         sys.stdout.flush()
 
 
+def instructions(binaries, requests, work):
+    """User-space instructions per replayed ModelInfer call, under callgrind."""
+    for tool in ("valgrind", "callgrind_control", "objcopy"):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} missing: run scripts/setup-bench.sh")
+    repo, _, row = sv.make_models(work)
+    body = sv.infer_request_body(work, "logreg", row[0])
+    grpc = ["-d", body, "-H", "content-type: application/grpc", "-H", "te: trailers"]
+    print(f"\ninstructions per ModelInfer call (callgrind, user space, all threads; {requests} calls after a warm-up)")
+    for i, b in enumerate(binaries):
+        stripped = os.path.join(work, f"cortado-{i}")
+        subprocess.run(["objcopy", "--strip-debug", b, stripped], check=True)
+        out = os.path.join(work, f"callgrind-{i}.out")
+        port = sv.free_port()
+        log = open(os.path.join(work, f"callgrind-{i}.log"), "w")
+        proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+                                 stripped, "serve", "--models", repo, "--port", str(port), "--metrics-port=-1",
+                                 "--log-level", "warning"], stdout=log, stderr=subprocess.STDOUT)
+        url = f"127.0.0.1:{port}"
+        try:
+            sv.wait_ready(url, ["logreg"], proc, timeout=300)
+            path = f"http://{url}/inference.GRPCInferenceService/ModelInfer"
+            sv.h2load(path, grpc, 5000)
+            subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], capture_output=True, check=True)
+            r = sv.h2load(path, grpc, requests)
+            subprocess.run(["callgrind_control", "-i", "off", str(proc.pid)], capture_output=True, check=True)
+        finally:
+            sv.stop(proc)
+        total = None
+        with open(out) as fh:
+            for line in fh:
+                if line.startswith("totals:") or line.startswith("summary:"):
+                    total = int(line.split()[1])
+        if total is None or r.get("failed", 1) != 0:
+            print(f"  {b}: no result ({r})", file=sys.stderr)
+            continue
+        print(f"  {b:<60} {total / requests:>10,.0f} instructions a call")
+        sys.stdout.flush()
+
+
 def batcher(binary, rounds, interval_ms, work, delays=(0,)):
     import nn_vs_onnxruntime as nn
     import tritonclient.grpc as tc
@@ -186,6 +232,8 @@ def main():
     p.add_argument("--interval-ms", type=int, default=3000, help="perf_analyzer measurement window")
     p.add_argument("--replay", action="store_true", help="only the h2load replay")
     p.add_argument("--batcher", action="store_true", help="only the batcher")
+    p.add_argument("--instructions", action="store_true",
+                   help="only the instructions per call under callgrind (use --requests 20000: valgrind runs ~50× slower)")
     p.add_argument("--delays", default="0", help="batcher --max-queue-delay-us values to try, comma-separated")
     args = p.parse_args()
     binaries = []
@@ -197,11 +245,13 @@ def main():
     for tool in ("h2load", "nghttpd", "taskset"):
         if not shutil.which(tool):
             sys.exit(f"{tool} missing: run scripts/setup-bench.sh")
-    both = not args.replay and not args.batcher
+    both = not args.replay and not args.batcher and not args.instructions
     work = tempfile.mkdtemp(prefix="cortado-replaybatch-")
     try:
         if args.replay or both:
             replay(binaries, args.rounds, args.requests, work)
+        if args.instructions:
+            instructions(binaries, args.requests, work)
         if args.batcher or both:
             batcher(binaries[-1], args.rounds, args.interval_ms, work, [int(d) for d in args.delays.split(",")])
     finally:

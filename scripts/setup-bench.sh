@@ -7,7 +7,7 @@
 # client bench/grpc_core_client.cc. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-debs=(nghttp2-client nghttp2-server libb64-0d libgrpc++-dev)
+debs=(nghttp2-client nghttp2-server libb64-0d libgrpc++-dev valgrind)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
