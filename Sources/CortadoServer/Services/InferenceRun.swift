@@ -312,6 +312,7 @@ final class InferenceRun {
             }
         }
         var raw: [UInt8] = []
+        raw.reserveCapacity(256)
         var tensors: [OutputTensor] = []
         tensors.reserveCapacity(wanted.count)
         for (mapping, requested) in wanted {
@@ -335,7 +336,7 @@ final class InferenceRun {
                 tensor.parameters["shared_memory_byte_size"] = s
                 tensor.bytes = start..<start
             }
-            tensors.append(tensor)
+            tensors.append(consume tensor)
         }
         return (tensors, raw)
     }

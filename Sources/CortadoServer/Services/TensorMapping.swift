@@ -116,11 +116,14 @@ final class TensorMapping: @unchecked Sendable {
 
     /// Bytes per element of a fixed-size datatype; nil for BYTES or unknown.
     static func elementSize(_ datatype: String) -> Int? {
+        // The common datatypes first: a string switch compares the cases in order.
         switch datatype {
+        case "FP32", "FP64": return datatype == "FP32" ? 4 : 8
+        case "INT64", "INT32": return datatype == "INT64" ? 8 : 4
+        case "FP16", "UINT16", "INT16", "BF16": return 2
+        case "UINT32": return 4
+        case "UINT64": return 8
         case "BOOL", "UINT8", "INT8": return 1
-        case "UINT16", "INT16", "FP16", "BF16": return 2
-        case "UINT32", "INT32", "FP32": return 4
-        case "UINT64", "INT64", "FP64": return 8
         default: return nil
         }
     }
