@@ -40,6 +40,13 @@ def test_fused_conv_bn_leaky_on_openblas(tmp_path, monkeypatch):
     dense.test_fused_conv_bn_leaky_matches_unfused(tmp_path)
 
 
+@pytest.mark.parametrize("shape", [(3, 101, 99, 6), (5, 12, 11, 7)])
+def test_conv_then_max_pool_on_openblas(shape, tmp_path, monkeypatch):
+    """On OpenBLAS the pooling stays a layer of its own; same reference, same equality."""
+    use_path(monkeypatch, "openblas")
+    dense.test_conv_folds_following_max_pool(*shape, tmp_path)
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_banded_convolution_with_folded_steps(path, tmp_path, monkeypatch):
     """16 channels of 50×47 (K = 144, 2350 output columns): the packed GEMM cuts each image into

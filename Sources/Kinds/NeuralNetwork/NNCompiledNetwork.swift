@@ -218,6 +218,9 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         return out
     }
 
+    /// Floats of a batch's array input from which the rows are copied in on several threads.
+    static let parallelCopyFloats = 1 << 16
+
     /// Shapes of one row's inputs.
     private func rowShapes(_ row: MLFeatureProvider) throws -> [String: NNShape] {
         var shapes: [String: NNShape] = [:]
@@ -277,17 +280,30 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
             // Each row's values go straight into its slice of the batched blob.
             let t = plan.blobs[input.name]!
             let per = t.count / n
-            for (r, row) in rows.enumerated() {
-                let dst = base + t.offset + r * per
-                guard let value = row.featureValue(for: input.name), !value.isUndefined else {
-                    dst.update(repeating: 0, count: per)
-                    continue
+            switch input.kind {
+            case .array:
+                // Large batches of arrays are copied (and converted) by the network's threads,
+                // each a share of the rows.
+                let workers = n * per >= Self.parallelCopyFloats ? Swift.max(1, Swift.min(threads, NNThreads.cores, n)) : 1
+                let share = (n + workers - 1) / workers
+                NNThreads.run(workers: workers) { worker in
+                    for r in (worker * share)..<Swift.min(n, (worker + 1) * share) {
+                        let dst = base + t.offset + r * per
+                        if let value = rows[r].featureValue(for: input.name), !value.isUndefined {
+                            value.multiArrayValue!.copyFloats(into: dst)
+                        } else {
+                            dst.update(repeating: 0, count: per)
+                        }
+                    }
                 }
-                switch input.kind {
-                case .array:
-                    value.multiArrayValue!.copyFloats(into: dst)
-                case .image(let binding):
-                    try binding.write(value.imageValue!, feature: input.name, shape: binding.shape(for: value.imageValue!), into: dst)
+            case .image(let binding):
+                for (r, row) in rows.enumerated() {
+                    let dst = base + t.offset + r * per
+                    if let value = row.featureValue(for: input.name), !value.isUndefined {
+                        try binding.write(value.imageValue!, feature: input.name, shape: binding.shape(for: value.imageValue!), into: dst)
+                    } else {
+                        dst.update(repeating: 0, count: per)
+                    }
                 }
             }
         }
