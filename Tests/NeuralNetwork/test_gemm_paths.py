@@ -73,6 +73,34 @@ def test_banded_convolution_with_folded_steps(path, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("cin,hw,cout,k,stride", [(40, 13, 70, 3, 1), (64, 13, 96, 3, 1), (3, 9, 33, 3, 2), (300, 13, 125, 1, 1)])
+def test_small_convolution_with_folded_steps(path, cin, hw, cout, k, stride, tmp_path, monkeypatch):
+    """Small outputs (13×13; 5×5 at stride 2), which the packed GEMM packs whole and splits by
+    output channels: channel counts that end mid-panel, K over several blocks, two workers'
+    share of the channels (64→96 at 13×13), a 1×1 head; bias, batch norm and leaky ReLU folded
+    in; two images per batch."""
+    use_path(monkeypatch, path)
+    r = rng(23 + cin)
+    w_spec = (r.normal(size=(cout, cin, k, k)) / np.sqrt(cin * k * k)).astype(np.float32)
+    bias = r.normal(size=cout).astype(np.float32)
+    gamma, beta, mean = r.normal(size=cout), r.normal(size=cout), r.normal(size=cout)
+    var = r.uniform(0.5, 2, size=cout)
+    out = -(-hw // stride)
+    b = builder([("x", (cin, hw, hw))], [("y", (cout, out, out))])
+    b.add_convolution("conv", cin, cout, k, k, stride, stride, "same", 1, W=w_spec.transpose(2, 3, 1, 0), b=bias,
+                      has_bias=True, input_name="x", output_name="c")
+    b.add_batchnorm("bn", cout, gamma, beta, mean, var, input_name="c", output_name="n")
+    b.add_activation("leaky", "LEAKYRELU", "n", "y", params=[0.1])
+    xs = [r.normal(size=(cin, hw, hw)) for _ in range(2)]
+    outs = predict(b, [{"x": x} for x in xs], tmp_path)
+    pads = dense.same_pads(hw, k, stride) * 2
+    for i, (x, o) in enumerate(zip(xs, outs)):
+        conv = dense.conv_ref(x, w_spec.astype(np.float64), bias, stride=(stride, stride), pads=pads)
+        bn = gamma[:, None, None] * (conv - mean[:, None, None]) / np.sqrt(var[:, None, None] + 1e-5) + beta[:, None, None]
+        assert_close(o["y"], np.where(bn >= 0, bn, 0.1 * bn), **dense.GEMM_TOL, what=f"{path} image {i}")
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("rows", [1, 13])
 def test_wide_inner_product(path, rows, tmp_path, monkeypatch):
     """2100 inputs → 2050 outputs with ReLU: one row is a GEMV large enough to split over the
