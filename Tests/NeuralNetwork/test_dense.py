@@ -357,11 +357,12 @@ def test_fused_conv_bn_leaky_matches_unfused(tmp_path):
     assert_close(fused["y"], unfused["y"], rtol=1e-4, atol=1e-5, what="fused vs unfused")
 
 
-@pytest.mark.parametrize("cin,h,w,cout", [(3, 101, 99, 6), (16, 64, 70, 20), (5, 12, 11, 7)])
+@pytest.mark.parametrize("cin,h,w,cout", [(3, 101, 99, 6), (16, 64, 70, 20), (3, 81, 128, 16), (16, 30, 64, 20), (5, 12, 11, 7)])
 def test_conv_folds_following_max_pool(cin, h, w, cout, tmp_path):
     """conv → leaky ReLU → max pool 2×2 stride 2 (valid) folds the pool into the convolution
-    (AVX-512 CPUs): 101×99 (3 channels) and 64×70 (16) take the banded path, 12×11 the
-    small-image one; odd sizes leave the last row or column out. Keeping the convolution's
+    (AVX-512 CPUs): 101×99 (3 channels) and 64×70 (16) take the banded path, 81×128 and 30×64
+    (rows a multiple of 32 wide) the path that reads the input in place, 12×11 the small-image
+    one; odd sizes leave the last row or column out. Keeping the convolution's
     output as a model output stops the folding. Two rows (a batch of two images). Both forms
     must match the NumPy reference (GEMM tolerance) and each other exactly: the same sums in
     the same order, then the same maximum."""

@@ -12,7 +12,7 @@ import CCortadoGemm
 extension ConvolutionLayer {
     /// Rows of the convolution's output per band (even, at least 2), or nil for the small-image
     /// path.
-    private func pooledBandRows(k: Int, g: Geometry) -> Int? {
+    func pooledBandRows(k: Int, g: Geometry) -> Int? {
         let n = g.outH * g.outW
         guard let band = packedBand(k: k, n: n) else { return nil }
         return Swift.max(2, Swift.min(g.outH / 2 * 2, band / g.outW / 2 * 2))
@@ -20,7 +20,8 @@ extension ConvolutionLayer {
 
     /// Band path: per worker, the packed band and the band's output; small images: the plain
     /// path's scratch and the whole convolution output.
-    func pooledScratch(k: Int, g: Geometry) -> Int {
+    func pooledScratch(k: Int, g: Geometry, xs: NNShape) -> Int {
+        if inPlace(k: k, g: g) { return inPlaceScratch(k: k, g: g, xs: xs) }
         let m = outputChannels, slack = 16
         if let rows = pooledBandRows(k: k, g: g) {
             let cols = NNPackedGemm.roundUp(rows * g.outW, NNPackedGemm.nr)
@@ -44,8 +45,11 @@ extension ConvolutionLayer {
             }
             return
         }
-        var conv = cg_conv(channels: kernelChannels, h: xs.h, w: xs.w, kh: kh, kw: kw, sh: sh, sw: sw, dh: dh, dw: dw,
-                           pad_h: g.offH, pad_w: g.offW, out_h: g.outH, out_w: g.outW)
+        if inPlace(k: k, g: g) {
+            runInPlace(packed, x: x, xs: xs, y: y, g: g, context: context)
+            return
+        }
+        var conv = convGeometry(g, xs: xs)
         let pairs = rows / 2
         let bands = (ph + pairs - 1) / pairs
         let workers = NNPackedGemm.workers(context, items: bands)
@@ -81,7 +85,7 @@ extension ConvolutionLayer {
 
     /// Pools `rows` pooled rows of every channel: channel c's convolution rows start at
     /// `src + c·planeStride` (width convW), its pooled rows at `dst + c·pooledPlane`.
-    private static func pool(_ src: UnsafeMutablePointer<Float>, channels: Int, rows: Int, convW: Int, planeStride: Int,
+    static func pool(_ src: UnsafeMutablePointer<Float>, channels: Int, rows: Int, convW: Int, planeStride: Int,
                              into dst: UnsafeMutablePointer<Float>, pooledW: Int, pooledPlane: Int) {
         for c in 0..<channels {
             let s = src + c * planeStride, d = dst + c * pooledPlane

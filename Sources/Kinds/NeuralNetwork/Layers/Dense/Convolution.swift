@@ -25,7 +25,8 @@ import CortadoSpec
 /// worker (each band packed, multiplied and finished while in cache); small ones pack the whole
 /// matrix once, the workers sharing the packing, then split the output channels. Folded steps
 /// of the forms the GEMM applies (bias or batch norm, then ReLU or leaky ReLU) run on each
-/// tile of the output as it is finished. A 2×2 stride-2 max pooling that reads only this
+/// tile of the output as it is finished. Large images with few output channels read the
+/// input in place instead (`Convolution+InPlace.swift`). A 2×2 stride-2 max pooling that reads only this
 /// layer's output can be folded in too (`Convolution+Pool.swift`).
 final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @unchecked Sendable {
     enum Padding {
@@ -209,8 +210,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
             return NNGemm.slots * (outputChannels / groups) * kh * kw * x.hw
         }
         let k = kernelChannels * kh * kw, n = g.outH * g.outW
-        if pooled { return pooledScratch(k: k, g: g) }
-        if packed != nil { return packedScratch(k: k, n: n) }
+        if pooled { return pooledScratch(k: k, g: g, xs: x) }
+        if packed != nil { return inPlace(k: k, g: g) ? inPlaceScratch(k: k, g: g, xs: x) : packedScratch(k: k, n: n) }
         if pointwise && groups == 1 { return 0 }
         if let rows = bandRows(outH: g.outH, outW: g.outW, k: k) { return NNGemm.slots * k * rows * g.outW }
         return (groups == 1 ? 1 : NNGemm.slots) * k * n
@@ -335,8 +336,11 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
                            ys: NNShape, g: Geometry, context: NNRunContext) {
         let k = kernelChannels * kh * kw, n = g.outH * g.outW, m = outputChannels
         let nr = NNPackedGemm.nr, mr = NNPackedGemm.mr
-        var conv = cg_conv(channels: kernelChannels, h: xs.h, w: xs.w, kh: kh, kw: kw, sh: sh, sw: sw, dh: dh, dw: dw,
-                           pad_h: g.offH, pad_w: g.offW, out_h: g.outH, out_w: g.outW)
+        if inPlace(k: k, g: g) {
+            runInPlace(packed, x: x, xs: xs, y: y, g: g, context: context)
+            return
+        }
+        var conv = convGeometry(g, xs: xs)
         if let band = packedBand(k: k, n: n) {
             // Each worker takes a contiguous share of every image's columns, band by band.
             let workers = NNPackedGemm.workers(context, items: n / band)
