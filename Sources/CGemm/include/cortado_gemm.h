@@ -118,6 +118,14 @@ void cg_conv_rows(const cg_conv *g, const float *xp, const long *off, cg_operand
 /* y[n] = x[k]·B for one row x against columns [0, n) of a packed B view (y overwritten). */
 void cg_gemv(long n, long k, const float *x, cg_operand b, float *y);
 
+/* Asks for `bytes` from p into the caches (x86 `prefetcht0`, one per 64-byte line): for data
+ * the hardware prefetcher would find late, e.g. the next of many separately allocated rows. */
+static inline void cg_prefetch(const void *p, size_t bytes) {
+#if defined(__x86_64__) || defined(__i386__)
+    for (size_t i = 0; i < bytes; i += 64) __builtin_prefetch((const char *)p + i, 0, 3);
+#endif
+}
+
 /* A spin-wait hint (x86 `pause`) for threads that poll a flag. */
 static inline void cg_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)

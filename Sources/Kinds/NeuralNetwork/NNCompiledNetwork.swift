@@ -1,3 +1,4 @@
+import CCortadoGemm
 import CortadoCore
 import CortadoSpec
 import Foundation
@@ -286,11 +287,15 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
                 // each a share of the rows.
                 let workers = n * per >= Self.parallelCopyFloats ? Swift.max(1, Swift.min(threads, NNThreads.cores, n)) : 1
                 let share = (n + workers - 1) / workers
+                let arrays = rows.map { row in row.featureValue(for: input.name).flatMap { $0.isUndefined ? nil : $0.multiArrayValue } }
                 NNThreads.run(workers: workers) { worker in
-                    for r in (worker * share)..<Swift.min(n, (worker + 1) * share) {
+                    let r1 = Swift.min(n, (worker + 1) * share)
+                    for r in (worker * share)..<r1 {
+                        // The next row (a separate allocation) is fetched while this one converts.
+                        if r + 1 < r1, let next = arrays[r + 1], next.isContiguous { cg_prefetch(next.dataPointer, next.count * next.dataType.size) }
                         let dst = base + t.offset + r * per
-                        if let value = rows[r].featureValue(for: input.name), !value.isUndefined {
-                            value.multiArrayValue!.copyFloats(into: dst)
+                        if let array = arrays[r] {
+                            array.copyFloats(into: dst)
                         } else {
                             dst.update(repeating: 0, count: per)
                         }
