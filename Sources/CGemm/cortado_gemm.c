@@ -148,45 +148,31 @@ CG_TARGET static void name(long kc, const float *restrict a, const float *restri
     CG_KERNEL_16_BODY(ROWS, base + off[q], q++) \
 }
 
-CG_KERNEL_32(cg_kernel_12x32, CG_ROWS12, 12)
-CG_KERNEL_32(cg_kernel_8x32, CG_ROWS8, 8)
-CG_KERNEL_32(cg_kernel_4x32, CG_ROWS4, 4)
-CG_KERNEL_16(cg_kernel_12x16, CG_ROWS12)
-CG_KERNEL_16(cg_kernel_8x16, CG_ROWS8)
-CG_KERNEL_16(cg_kernel_4x16, CG_ROWS4)
-CG_KERNEL_32_IN_PLACE(cg_kernel_12x32_in_place, CG_ROWS12, 12)
-CG_KERNEL_32_IN_PLACE(cg_kernel_8x32_in_place, CG_ROWS8, 8)
-CG_KERNEL_32_IN_PLACE(cg_kernel_4x32_in_place, CG_ROWS4, 4)
-CG_KERNEL_16_IN_PLACE(cg_kernel_12x16_in_place, CG_ROWS12)
-CG_KERNEL_16_IN_PLACE(cg_kernel_8x16_in_place, CG_ROWS8)
-CG_KERNEL_16_IN_PLACE(cg_kernel_4x16_in_place, CG_ROWS4)
+// The six tile shapes of one kind of kernel (names suffixed S), and the call of the narrowest
+// that covers an mr × nr tile.
+#define CG_KERNEL_SET(K32, K16, S) \
+    K32(cg_kernel_12x32##S, CG_ROWS12, 12) K32(cg_kernel_8x32##S, CG_ROWS8, 8) K32(cg_kernel_4x32##S, CG_ROWS4, 4) \
+    K16(cg_kernel_12x16##S, CG_ROWS12) K16(cg_kernel_8x16##S, CG_ROWS8) K16(cg_kernel_4x16##S, CG_ROWS4)
+#define CG_TILE_CALL(S, ARGS) \
+    if (nr > 16) { \
+        if (mr > 8) cg_kernel_12x32##S ARGS; else if (mr > 4) cg_kernel_8x32##S ARGS; else cg_kernel_4x32##S ARGS; \
+    } else { \
+        if (mr > 8) cg_kernel_12x16##S ARGS; else if (mr > 4) cg_kernel_8x16##S ARGS; else cg_kernel_4x16##S ARGS; \
+    }
+
+CG_KERNEL_SET(CG_KERNEL_32, CG_KERNEL_16, )
+CG_KERNEL_SET(CG_KERNEL_32_IN_PLACE, CG_KERNEL_16_IN_PLACE, _in_place)
 
 // The kernel for an mr × nr tile: the narrowest that covers it.
 CG_TARGET static inline void cg_tile(long kc, const float *a, const float *b, float *c, long ldc, int add, long mr, long nr,
                                      const cg_epilogue *e, long row, long col) {
-    if (nr > 16) {
-        if (mr > 8) cg_kernel_12x32(kc, a, b, c, ldc, add, mr, nr, e, row, col);
-        else if (mr > 4) cg_kernel_8x32(kc, a, b, c, ldc, add, mr, nr, e, row, col);
-        else cg_kernel_4x32(kc, a, b, c, ldc, add, mr, nr, e, row, col);
-    } else {
-        if (mr > 8) cg_kernel_12x16(kc, a, b, c, ldc, add, mr, nr, e, row, col);
-        else if (mr > 4) cg_kernel_8x16(kc, a, b, c, ldc, add, mr, nr, e, row, col);
-        else cg_kernel_4x16(kc, a, b, c, ldc, add, mr, nr, e, row, col);
-    }
+    CG_TILE_CALL(, (kc, a, b, c, ldc, add, mr, nr, e, row, col))
 }
 
-// The in-place kernel for an mr × nr tile.
+// The same with B's rows read in place.
 CG_TARGET static inline void cg_tile_in_place(long kc, const float *a, const float *base, const long *off, float *c, long ldc,
                                               int add, long mr, long nr, const cg_epilogue *e, long row, long col) {
-    if (nr > 16) {
-        if (mr > 8) cg_kernel_12x32_in_place(kc, a, base, off, c, ldc, add, mr, nr, e, row, col);
-        else if (mr > 4) cg_kernel_8x32_in_place(kc, a, base, off, c, ldc, add, mr, nr, e, row, col);
-        else cg_kernel_4x32_in_place(kc, a, base, off, c, ldc, add, mr, nr, e, row, col);
-    } else {
-        if (mr > 8) cg_kernel_12x16_in_place(kc, a, base, off, c, ldc, add, mr, nr, e, row, col);
-        else if (mr > 4) cg_kernel_8x16_in_place(kc, a, base, off, c, ldc, add, mr, nr, e, row, col);
-        else cg_kernel_4x16_in_place(kc, a, base, off, c, ldc, add, mr, nr, e, row, col);
-    }
+    CG_TILE_CALL(_in_place, (kc, a, base, off, c, ldc, add, mr, nr, e, row, col))
 }
 
 // MARK: Packing
