@@ -78,9 +78,9 @@ CG_TARGET static inline __m512 cg_epi(__m512 v, __m512 s, __m512 t, const cg_epi
         if (e->scale) { s0 = _mm512_maskz_loadu_ps(m0, e->scale + col); s1 = _mm512_maskz_loadu_ps(m1, e->scale + col + 16); } \
         if (e->shift) { t0 = _mm512_maskz_loadu_ps(m0, e->shift + col); t1 = _mm512_maskz_loadu_ps(m1, e->shift + col + 16); } \
     }
-#define CG_KERNEL_32(name, ROWS, rows) \
-CG_TARGET static void name(long kc, const float *restrict a, const float *restrict b, float *restrict c, long ldc, \
-                           int add, long mr, long nr, const cg_epilogue *e, long row, long col) { \
+// The body of a kernel over 32 columns: BROW is the k-th row of the B panel, BNEXT moves to
+// the next (a packed panel: the next CG_NR floats; a panel read in place: the next offset).
+#define CG_KERNEL_32_BODY(ROWS, rows, BROW, BNEXT) \
     ROWS(CG_DECL) \
     for (long i = 0; i < mr; i++) { \
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0); \
@@ -89,63 +89,90 @@ CG_TARGET static void name(long kc, const float *restrict a, const float *restri
     long p = 0; \
     for (; p + 4 <= kc; p += 4) { \
         for (int u = 0; u < 4; u++) { \
-            __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16); \
+            const float *bk = BROW; \
+            __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16); \
             ROWS(CG_FMA) \
-            a += CG_MR; b += CG_NR; \
+            a += CG_MR; BNEXT; \
         } \
     } \
     for (; p < kc; p++) { \
-        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16); \
+        const float *bk = BROW; \
+        __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16); \
         ROWS(CG_FMA) \
-        a += CG_MR; b += CG_NR; \
+        a += CG_MR; BNEXT; \
     } \
     __mmask16 m0 = cg_lanes(nr), m1 = cg_lanes(nr - 16); \
     CG_EPI_COLUMNS(m0, m1) \
     if (mr == rows && nr == CG_NR) { ROWS(CG_STORE_FULL) return; } \
-    ROWS(CG_STORE_PART) \
+    ROWS(CG_STORE_PART)
+#define CG_KERNEL_32(name, ROWS, rows) \
+CG_TARGET static void name(long kc, const float *restrict a, const float *restrict b, float *restrict c, long ldc, \
+                           int add, long mr, long nr, const cg_epilogue *e, long row, long col) { \
+    CG_KERNEL_32_BODY(ROWS, rows, b, b += CG_NR) \
+}
+// B's row k read in place at base + off[k] (a convolution's input, see cg_conv_rows).
+#define CG_KERNEL_32_IN_PLACE(name, ROWS, rows) \
+CG_TARGET static void name(long kc, const float *restrict a, const float *restrict base, const long *restrict off, \
+                           float *restrict c, long ldc, int add, long mr, long nr, const cg_epilogue *e, long row, long col) { \
+    long q = 0; \
+    CG_KERNEL_32_BODY(ROWS, rows, base + off[q], q++) \
 }
 
-// The same for a panel with at most 16 valid columns (one zmm a row; B's stride stays CG_NR).
+// The same for a panel with at most 16 valid columns (one zmm a row).
 #define CG_DECL1(i) __m512 c##i##0 = _mm512_setzero_ps();
 #define CG_FMA1(i) c##i##0 = _mm512_fmadd_ps(_mm512_set1_ps(a[i]), b0, c##i##0);
 #define CG_STORE1(i) if (i < mr) { float *ci = c + i * ldc; \
     if (add) c##i##0 = _mm512_add_ps(c##i##0, _mm512_maskz_loadu_ps(m0, ci)); \
     if (e) { CG_EPI_ROW(i) c##i##0 = cg_epi(c##i##0, s0, t0, e); } \
     _mm512_mask_storeu_ps(ci, m0, c##i##0); }
-#define CG_KERNEL_16(name, ROWS) \
-CG_TARGET static void name(long kc, const float *restrict a, const float *restrict b, float *restrict c, long ldc, \
-                           int add, long mr, long nr, const cg_epilogue *e, long row, long col) { \
+#define CG_KERNEL_16_BODY(ROWS, BROW, BNEXT) \
     ROWS(CG_DECL1) \
     for (long p = 0; p < kc; p++) { \
-        __m512 b0 = _mm512_loadu_ps(b); \
+        __m512 b0 = _mm512_loadu_ps(BROW); \
         ROWS(CG_FMA1) \
-        a += CG_MR; b += CG_NR; \
+        a += CG_MR; BNEXT; \
     } \
     __mmask16 m0 = cg_lanes(nr); \
     CG_EPI_COLUMNS(m0, 0) \
     (void)s1; (void)t1; \
-    ROWS(CG_STORE1) \
+    ROWS(CG_STORE1)
+#define CG_KERNEL_16(name, ROWS) \
+CG_TARGET static void name(long kc, const float *restrict a, const float *restrict b, float *restrict c, long ldc, \
+                           int add, long mr, long nr, const cg_epilogue *e, long row, long col) { \
+    CG_KERNEL_16_BODY(ROWS, b, b += CG_NR) \
+}
+#define CG_KERNEL_16_IN_PLACE(name, ROWS) \
+CG_TARGET static void name(long kc, const float *restrict a, const float *restrict base, const long *restrict off, \
+                           float *restrict c, long ldc, int add, long mr, long nr, const cg_epilogue *e, long row, long col) { \
+    long q = 0; \
+    CG_KERNEL_16_BODY(ROWS, base + off[q], q++) \
 }
 
-CG_KERNEL_32(cg_kernel_12x32, CG_ROWS12, 12)
-CG_KERNEL_32(cg_kernel_8x32, CG_ROWS8, 8)
-CG_KERNEL_32(cg_kernel_4x32, CG_ROWS4, 4)
-CG_KERNEL_16(cg_kernel_12x16, CG_ROWS12)
-CG_KERNEL_16(cg_kernel_8x16, CG_ROWS8)
-CG_KERNEL_16(cg_kernel_4x16, CG_ROWS4)
+// The six tile shapes of one kind of kernel (names suffixed S), and the call of the narrowest
+// that covers an mr × nr tile.
+#define CG_KERNEL_SET(K32, K16, S) \
+    K32(cg_kernel_12x32##S, CG_ROWS12, 12) K32(cg_kernel_8x32##S, CG_ROWS8, 8) K32(cg_kernel_4x32##S, CG_ROWS4, 4) \
+    K16(cg_kernel_12x16##S, CG_ROWS12) K16(cg_kernel_8x16##S, CG_ROWS8) K16(cg_kernel_4x16##S, CG_ROWS4)
+#define CG_TILE_CALL(S, ARGS) \
+    if (nr > 16) { \
+        if (mr > 8) cg_kernel_12x32##S ARGS; else if (mr > 4) cg_kernel_8x32##S ARGS; else cg_kernel_4x32##S ARGS; \
+    } else { \
+        if (mr > 8) cg_kernel_12x16##S ARGS; else if (mr > 4) cg_kernel_8x16##S ARGS; else cg_kernel_4x16##S ARGS; \
+    }
+
+CG_KERNEL_SET(CG_KERNEL_32, CG_KERNEL_16, )
+CG_KERNEL_SET(CG_KERNEL_32_IN_PLACE, CG_KERNEL_16_IN_PLACE, _in_place)
 
 // The kernel for an mr × nr tile: the narrowest that covers it.
 CG_TARGET static inline void cg_tile(long kc, const float *a, const float *b, float *c, long ldc, int add, long mr, long nr,
                                      const cg_epilogue *e, long row, long col) {
-    if (nr > 16) {
-        if (mr > 8) cg_kernel_12x32(kc, a, b, c, ldc, add, mr, nr, e, row, col);
-        else if (mr > 4) cg_kernel_8x32(kc, a, b, c, ldc, add, mr, nr, e, row, col);
-        else cg_kernel_4x32(kc, a, b, c, ldc, add, mr, nr, e, row, col);
-    } else {
-        if (mr > 8) cg_kernel_12x16(kc, a, b, c, ldc, add, mr, nr, e, row, col);
-        else if (mr > 4) cg_kernel_8x16(kc, a, b, c, ldc, add, mr, nr, e, row, col);
-        else cg_kernel_4x16(kc, a, b, c, ldc, add, mr, nr, e, row, col);
-    }
+    CG_TILE_CALL(, (kc, a, b, c, ldc, add, mr, nr, e, row, col))
+}
+
+// The same with B's rows read in place.
+CG_TARGET static inline void cg_tile_in_place(long kc, const float *a, const float *base, const long *off, float *c, long ldc,
+                                              int add, long mr, long nr, const cg_epilogue *e, long row, long col) {
+    CG_TILE_CALL(_in_place, (kc, a, base, off, c, ldc, add, mr, nr, e, row, col))
 }
 
 // MARK: Packing
@@ -421,5 +448,78 @@ CG_TARGET void cg_gemv(long n, long k, const float *x, cg_operand b, float *y) {
         long nr = cg_min(CG_NR, n - j0);
         _mm512_mask_storeu_ps(y + j0, cg_lanes(nr), s0);
         _mm512_mask_storeu_ps(y + j0 + 16, cg_lanes(nr - 16), s1);
+    }
+}
+
+// MARK: Convolution rows read in place
+
+void cg_conv_padded_size(const cg_conv *g, long *hp, long *wp) {
+    long need_h = (g->out_h - 1) * g->sh + (g->kh - 1) * g->dh + 1, need_w = g->out_w - 1 + (g->kw - 1) * g->dw + 1;
+    *hp = need_h > g->h + g->pad_h ? need_h : g->h + g->pad_h;
+    *wp = need_w > g->w + g->pad_w ? need_w : g->w + g->pad_w;
+}
+
+size_t cg_conv_padded_count(const cg_conv *g) {
+    long hp, wp;
+    cg_conv_padded_size(g, &hp, &wp);
+    return (size_t)(g->channels * hp * wp + CG_NR + (g->kw - 1) * g->dw + 16);
+}
+
+void cg_conv_pad(const cg_conv *g, const float *x, long c0, long c1, float *xp) {
+    long hp, wp;
+    cg_conv_padded_size(g, &hp, &wp);
+    for (long c = c0; c < c1; c++) {
+        float *plane = xp + c * hp * wp;
+        for (long r = 0; r < hp; r++) {
+            float *row = plane + r * wp;
+            long ih = r - g->pad_h;
+            if (ih < 0 || ih >= g->h) { memset(row, 0, (size_t)wp * sizeof(float)); continue; }
+            long right = wp - g->pad_w - g->w; // columns after the input's (≥ 0 or cut)
+            long copy = right >= 0 ? g->w : g->w + right;
+            memset(row, 0, (size_t)g->pad_w * sizeof(float));
+            if (copy > 0) memcpy(row + g->pad_w, x + (c * g->h + ih) * g->w, (size_t)copy * sizeof(float));
+            if (right > 0) memset(row + g->pad_w + g->w, 0, (size_t)right * sizeof(float));
+        }
+    }
+    if (c1 == g->channels) {
+        // The slack past the last plane, which the lanes of a row's last panel past out_w read.
+        memset(xp + g->channels * hp * wp, 0, (size_t)(CG_NR + (g->kw - 1) * g->dw + 16) * sizeof(float));
+    }
+}
+
+void cg_conv_offsets(const cg_conv *g, long *off) {
+    long hp, wp;
+    cg_conv_padded_size(g, &hp, &wp);
+    long khw = g->kh * g->kw, k = g->channels * khw;
+    for (long p = 0; p < k; p++) {
+        long c = p / khw, i = p % khw / g->kw, j = p % g->kw;
+        off[p] = c * hp * wp + i * g->dh * wp + j * g->dw;
+    }
+}
+
+CG_TARGET void cg_conv_rows(const cg_conv *g, const float *xp, const long *off, cg_operand a, long m, long oh0, long oh1,
+                            float *c, long ldc, const cg_epilogue *epilogue) {
+    long hp, wp;
+    cg_conv_padded_size(g, &hp, &wp);
+    (void)hp;
+    long k = g->channels * g->kh * g->kw;
+    for (long kb = 0; kb < cg_blocks(k); kb++) {
+        long p0 = cg_block_start(kb, k), kcb = cg_block_start(kb + 1, k) - p0;
+        int add = p0 > 0;
+        const cg_epilogue *finish = p0 + kcb == k ? epilogue : NULL;
+        const float *ablk = a.data + p0 * a.width + a.panel * kcb * CG_MR;
+        for (long oh = oh0; oh < oh1; oh++) {
+            const float *row = xp + oh * g->sh * wp;
+            float *crow = c + (oh - oh0) * g->out_w;
+            for (long ow0 = 0; ow0 < g->out_w; ow0 += CG_NR) {
+                long nr = cg_min(CG_NR, g->out_w - ow0);
+                // Every row panel of the weights against this stretch of the row (its input
+                // lines stay in L1 across them).
+                for (long ir = 0; ir < m; ir += CG_MR) {
+                    cg_tile_in_place(kcb, ablk + (ir / CG_MR) * kcb * CG_MR, row + ow0, off + p0, crow + ir * ldc + ow0, ldc, add,
+                                     cg_min(CG_MR, m - ir), nr, finish, ir, (oh - oh0) * g->out_w + ow0);
+                }
+            }
+        }
     }
 }

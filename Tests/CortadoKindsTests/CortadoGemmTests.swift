@@ -298,4 +298,48 @@ final class CortadoGemmTests: XCTestCase {
                   "convolution \(c)×\(h)×\(w) kernel \(kh)×\(kw) stride \(sh)×\(sw) dilation \(dh)×\(dw) padding \(ph)×\(pw)")
         }
     }
+
+    /// The convolution that reads its input in place (`cg_conv_rows` over `cg_conv_pad`'s copy):
+    /// rows of output widths that end mid-panel (47, 13) or fill panels (64), vertical strides,
+    /// dilation, asymmetric padding, filter counts that end mid-panel, K over several blocks,
+    /// and a range of output rows written into a C wider than it (as a band of the output).
+    func testInPlaceConvolutionMatchesNaiveConvolution() {
+        var values = Values(state: 13)
+        // channels, h, w, kh, kw, sh, dh, dw, padH, padW, filters
+        let cases: [(Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int)] = [
+            (3, 20, 47, 3, 3, 1, 1, 1, 1, 1, 16), (40, 9, 64, 3, 3, 1, 1, 1, 1, 1, 20), (5, 17, 15, 3, 3, 2, 2, 2, 2, 1, 7),
+            (2, 6, 13, 1, 1, 1, 1, 1, 0, 0, 33), (4, 12, 30, 5, 3, 3, 1, 1, 0, 2, 12),
+        ]
+        for (c, h, w, kh, kw, sh, dh, dw, ph, pw, filters) in cases {
+            let outH = (h + 2 * ph - ((kh - 1) * dh + 1)) / sh + 1, outW = w + 2 * pw - ((kw - 1) * dw + 1) + 1
+            let k = c * kh * kw
+            let x = values.array(c * h * w), weights = values.array(filters * k)
+            var g = cg_conv(channels: c, h: h, w: w, kh: kh, kw: kw, sh: sh, sw: 1, dh: dh, dw: dw, pad_h: ph, pad_w: pw, out_h: outH, out_w: outW)
+            let pa = Aligned(Int(cg_packed_a_count(filters, k))), padded = Aligned(Int(cg_conv_padded_count(&g)))
+            weights.withUnsafeBufferPointer { cg_pack_a(cg_operand(data: $0.baseAddress!, ld: k, form: CG_ROW_MAJOR, width: 0, panel: 0), filters, k, pa.p) }
+            x.withUnsafeBufferPointer {
+                // In two pieces of channels, as two workers write it.
+                cg_conv_pad(&g, $0.baseAddress!, 0, c / 2, padded.p)
+                cg_conv_pad(&g, $0.baseAddress!, c / 2, c, padded.p)
+            }
+            var offsets = [Int](repeating: 0, count: k)
+            offsets.withUnsafeMutableBufferPointer { cg_conv_offsets(&g, $0.baseAddress!) }
+            // Output rows [r0, outH) into a C whose rows are wider (ldc) than the band.
+            let r0 = outH / 3, n = (outH - r0) * outW, ldc = n + 5
+            var y = [Float](repeating: .nan, count: filters * ldc)
+            y.withUnsafeMutableBufferPointer { yb in
+                offsets.withUnsafeBufferPointer { ob in
+                    cg_conv_rows(&g, padded.p, ob.baseAddress!, cg_operand(data: pa.p, ld: 0, form: CG_PACKED, width: (filters + 11) / 12 * 12, panel: 0),
+                                 filters, r0, outH, yb.baseAddress!, ldc, nil)
+                }
+            }
+            func input(_ p: Int, _ col: Int) -> Float {
+                let ch = p / (kh * kw), i = p / kw % kh, j = p % kw
+                let ih = (r0 + col / outW) * sh - ph + i * dh, iw = col % outW - pw + j * dw
+                return ih >= 0 && ih < h && iw >= 0 && iw < w ? x[(ch * h + ih) * w + iw] : 0
+            }
+            check(y, ldc: ldc, m: filters, n: n, k: k, a: { weights[$0 * k + $1] }, b: input, c0: nil,
+                  "in-place convolution \(c)×\(h)×\(w) kernel \(kh)×\(kw) stride \(sh)×1 dilation \(dh)×\(dw) padding \(ph)×\(pw)")
+        }
+    }
 }

@@ -357,6 +357,43 @@ def test_fused_conv_bn_leaky_matches_unfused(tmp_path):
     assert_close(fused["y"], unfused["y"], rtol=1e-4, atol=1e-5, what="fused vs unfused")
 
 
+@pytest.mark.parametrize("cin,h,w,cout", [(3, 101, 99, 6), (16, 64, 70, 20), (3, 81, 128, 16), (16, 30, 64, 20), (5, 12, 11, 7)])
+def test_conv_folds_following_max_pool(cin, h, w, cout, tmp_path):
+    """conv → leaky ReLU → max pool 2×2 stride 2 (valid) folds the pool into the convolution
+    (AVX-512 CPUs): 101×99 (3 channels) and 64×70 (16) take the banded path, 81×128 and 30×64
+    (rows a multiple of 32 wide) the path that reads the input in place, 12×11 the small-image
+    one; odd sizes leave the last row or column out. Keeping the convolution's
+    output as a model output stops the folding. Two rows (a batch of two images). Both forms
+    must match the NumPy reference (GEMM tolerance) and each other exactly: the same sums in
+    the same order, then the same maximum."""
+    r = rng(31 + cin)
+    w_spec = r.normal(size=(cout, cin, 3, 3)).astype(np.float32)
+    bias = r.normal(size=cout).astype(np.float32)
+    xs = [r.normal(size=(cin, h, w)) for _ in range(2)]
+    pads = same_pads(h, 3, 1) + same_pads(w, 3, 1)
+    ph, pw = h // 2, w // 2
+
+    def model(keep):
+        outs = [("y", (cout, ph, pw))] + ([("a", (cout, h, w))] if keep else [])
+        b = builder([("x", (cin, h, w))], outs)
+        b.add_convolution("conv", cin, cout, 3, 3, 1, 1, "same", 1, W=w_spec.transpose(2, 3, 1, 0), b=bias,
+                          has_bias=True, input_name="x", output_name="c")
+        b.add_activation("leaky", "LEAKYRELU", "c", "a", params=[0.1])
+        b.add_pooling("pool", 2, 2, 2, 2, "MAX", "VALID", "a", "y")
+        return b
+
+    fused = predict(model(False), [{"x": x} for x in xs], tmp_path)
+    (tmp_path / "unfused").mkdir()
+    unfused = predict(model(True), [{"x": x} for x in xs], tmp_path / "unfused")
+    for x, f, u in zip(xs, fused, unfused):
+        conv = conv_ref(x, w_spec.astype(np.float64), bias, pads=pads)
+        expected = pool_ref(np.where(conv >= 0, conv, 0.1 * conv), "MAX", (2, 2), (2, 2), (0, 0, 0, 0), True, None)
+        assert expected.shape == (cout, ph, pw)
+        assert_close(f["y"], expected, **GEMM_TOL, what="folded")
+        assert_close(u["y"], expected, **GEMM_TOL, what="separate")
+        assert np.array_equal(np.asarray(f["y"]), np.asarray(u["y"])), "folded and separate pooling differ"
+
+
 # ---------------------------------------------------------------- pooling
 
 POOL_CASES = {

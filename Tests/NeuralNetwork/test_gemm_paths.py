@@ -40,6 +40,13 @@ def test_fused_conv_bn_leaky_on_openblas(tmp_path, monkeypatch):
     dense.test_fused_conv_bn_leaky_matches_unfused(tmp_path)
 
 
+@pytest.mark.parametrize("shape", [(3, 101, 99, 6), (5, 12, 11, 7)])
+def test_conv_then_max_pool_on_openblas(shape, tmp_path, monkeypatch):
+    """On OpenBLAS the pooling stays a layer of its own; same reference, same equality."""
+    use_path(monkeypatch, "openblas")
+    dense.test_conv_folds_following_max_pool(*shape, tmp_path)
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_banded_convolution_with_folded_steps(path, tmp_path, monkeypatch):
     """16 channels of 50×47 (K = 144, 2350 output columns): the packed GEMM cuts each image into
@@ -61,6 +68,63 @@ def test_banded_convolution_with_folded_steps(path, tmp_path, monkeypatch):
     pads = dense.same_pads(h, 3, 1) + dense.same_pads(w, 3, 1)
     for i, (x, o) in enumerate(zip(xs, outs)):
         conv = dense.conv_ref(x, w_spec.astype(np.float64), bias, pads=pads)
+        bn = gamma[:, None, None] * (conv - mean[:, None, None]) / np.sqrt(var[:, None, None] + 1e-5) + beta[:, None, None]
+        assert_close(o["y"], np.where(bn >= 0, bn, 0.1 * bn), **dense.GEMM_TOL, what=f"{path} image {i}")
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("padding", ["valid", "same"])
+def test_in_place_convolution_dilated_and_strided(path, padding, tmp_path, monkeypatch):
+    """8 channels of 64×128, 3×3 kernel dilated 2, stride 2 down and 1 across, 20 filters: rows
+    of ~124 pixels, which the packed GEMM reads in place from a padded copy of the input
+    (windows that start above, left of or past the input read zeros); two images per batch;
+    bias and ReLU folded in."""
+    use_path(monkeypatch, path)
+    cin, h, w, cout = 8, 64, 128, 20
+    r = rng(24)
+    w_spec = (r.normal(size=(cout, cin, 3, 3)) / 8).astype(np.float32)
+    bias = r.normal(size=cout).astype(np.float32)
+    if padding == "valid":
+        pads = (0, 0, 0, 0)
+    else:
+        pads = dense.same_pads(h, 3, 2, 2) + dense.same_pads(w, 3, 1, 2)
+    oh, ow = (h + pads[0] + pads[1] - 5) // 2 + 1, (w + pads[2] + pads[3] - 5) + 1
+    b = builder([("x", (cin, h, w))], [("y", (cout, oh, ow))])
+    b.add_convolution("conv", cin, cout, 3, 3, 2, 1, padding, 1, W=w_spec.transpose(2, 3, 1, 0), b=bias, has_bias=True,
+                      input_name="x", output_name="c", dilation_factors=[2, 2])
+    b.add_activation("relu", "RELU", "c", "y")
+    xs = [r.normal(size=(cin, h, w)) for _ in range(2)]
+    outs = predict(b, [{"x": x} for x in xs], tmp_path)
+    for i, (x, o) in enumerate(zip(xs, outs)):
+        conv = dense.conv_ref(x, w_spec.astype(np.float64), bias, stride=(2, 1), dilation=(2, 2), pads=pads)
+        assert conv.shape == (cout, oh, ow)
+        assert_close(o["y"], np.maximum(conv, 0), **dense.GEMM_TOL, what=f"{path} {padding} image {i}")
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("cin,hw,cout,k,stride", [(40, 13, 70, 3, 1), (64, 13, 96, 3, 1), (3, 9, 33, 3, 2), (300, 13, 125, 1, 1)])
+def test_small_convolution_with_folded_steps(path, cin, hw, cout, k, stride, tmp_path, monkeypatch):
+    """Small outputs (13×13; 5×5 at stride 2), which the packed GEMM packs whole and splits by
+    output channels: channel counts that end mid-panel, K over several blocks, two workers'
+    share of the channels (64→96 at 13×13), a 1×1 head; bias, batch norm and leaky ReLU folded
+    in; two images per batch."""
+    use_path(monkeypatch, path)
+    r = rng(23 + cin)
+    w_spec = (r.normal(size=(cout, cin, k, k)) / np.sqrt(cin * k * k)).astype(np.float32)
+    bias = r.normal(size=cout).astype(np.float32)
+    gamma, beta, mean = r.normal(size=cout), r.normal(size=cout), r.normal(size=cout)
+    var = r.uniform(0.5, 2, size=cout)
+    out = -(-hw // stride)
+    b = builder([("x", (cin, hw, hw))], [("y", (cout, out, out))])
+    b.add_convolution("conv", cin, cout, k, k, stride, stride, "same", 1, W=w_spec.transpose(2, 3, 1, 0), b=bias,
+                      has_bias=True, input_name="x", output_name="c")
+    b.add_batchnorm("bn", cout, gamma, beta, mean, var, input_name="c", output_name="n")
+    b.add_activation("leaky", "LEAKYRELU", "n", "y", params=[0.1])
+    xs = [r.normal(size=(cin, hw, hw)) for _ in range(2)]
+    outs = predict(b, [{"x": x} for x in xs], tmp_path)
+    pads = dense.same_pads(hw, k, stride) * 2
+    for i, (x, o) in enumerate(zip(xs, outs)):
+        conv = dense.conv_ref(x, w_spec.astype(np.float64), bias, stride=(stride, stride), pads=pads)
         bn = gamma[:, None, None] * (conv - mean[:, None, None]) / np.sqrt(var[:, None, None] + 1e-5) + beta[:, None, None]
         assert_close(o["y"], np.where(bn >= 0, bn, 0.1 * bn), **dense.GEMM_TOL, what=f"{path} image {i}")
 

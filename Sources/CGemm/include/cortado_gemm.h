@@ -93,8 +93,38 @@ typedef struct {
 void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float *c, long ldc, int accumulate, float *workspace,
              const cg_epilogue *epilogue);
 
+/* A stride-1 convolution (sw = 1) with its B panels read in place instead of packed: row k =
+ * (c, i, j) of a panel of 32 output pixels in one output row is 32 consecutive floats of a
+ * zero-padded copy of the input, at offset off[k] = c·Hp·Wp + i·dh·Wp + j·dw from the panel's
+ * first pixel. No im2col is written, which matters when the output has few channels (the
+ * packed im2col is reused by few rows of weights). Each output row is cut into panels of 32
+ * (the last one narrower), so rows whose width is not near a multiple of 32 waste lanes. */
+
+/* Padded input size: Hp × Wp per channel, covering every window (and at least the input
+ * with its top/left padding). */
+void cg_conv_padded_size(const cg_conv *g, long *hp, long *wp);
+/* Floats of the padded copy: channels·Hp·Wp plus slack read by the lanes past a row's end. */
+size_t cg_conv_padded_count(const cg_conv *g);
+/* Writes channels [c0, c1) of the padded copy of x (the slack too, with the last channel). */
+void cg_conv_pad(const cg_conv *g, const float *x, long c0, long c1, float *xp);
+/* The offsets off[K] (K = channels·kh·kw longs). */
+void cg_conv_offsets(const cg_conv *g, long *off);
+/* Output rows [oh0, oh1) of C[m × …] = A·im2col (A a packed view of the weights from a row
+ * panel, m rows): element (r, (oh − oh0)·out_w + ow) at c[r·ldc + …], then the epilogue (per
+ * row) when the last k block is done. g->sw must be 1. */
+void cg_conv_rows(const cg_conv *g, const float *xp, const long *off, cg_operand a, long m, long oh0, long oh1, float *c,
+                  long ldc, const cg_epilogue *epilogue);
+
 /* y[n] = x[k]·B for one row x against columns [0, n) of a packed B view (y overwritten). */
 void cg_gemv(long n, long k, const float *x, cg_operand b, float *y);
+
+/* Asks for `bytes` from p into the caches (x86 `prefetcht0`, one per 64-byte line): for data
+ * the hardware prefetcher would find late, e.g. the next of many separately allocated rows. */
+static inline void cg_prefetch(const void *p, size_t bytes) {
+#if defined(__x86_64__) || defined(__i386__)
+    for (size_t i = 0; i < bytes; i += 64) __builtin_prefetch((const char *)p + i, 0, 3);
+#endif
+}
 
 /* A spin-wait hint (x86 `pause`) for threads that poll a flag. */
 static inline void cg_pause(void) {

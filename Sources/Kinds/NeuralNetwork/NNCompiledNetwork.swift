@@ -1,3 +1,4 @@
+import CCortadoGemm
 import CortadoCore
 import CortadoSpec
 import Foundation
@@ -218,28 +219,33 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         return out
     }
 
+    /// Floats of a batch's array input from which the rows are copied in on several threads.
+    static let parallelCopyFloats = 1 << 16
+
     /// Shapes of one row's inputs.
     private func rowShapes(_ row: MLFeatureProvider) throws -> [String: NNShape] {
         var shapes: [String: NNShape] = [:]
-        for input in inputs {
-            guard let value = row.featureValue(for: input.name), !value.isUndefined else {
-                // An optional array input left out (e.g. an RNN's initial state) is zeros.
-                if input.isOptional, case .array = input.kind, let declared = input.declared {
-                    shapes[input.name] = declared
-                    continue
-                }
-                throw MLModelError.featureType(input.name, "neural network inputs cannot be left out")
-            }
-            switch input.kind {
-            case .array:
-                guard let a = value.multiArrayValue else { throw MLModelError.featureType(input.name, "expected a multi-array") }
-                shapes[input.name] = try Self.blobShape(a.shape, feature: input.name, tensor: tensorArrays)
-            case .image(let binding):
-                guard let image = value.imageValue else { throw MLModelError.featureType(input.name, "expected an image") }
-                shapes[input.name] = Self.imageBlob(binding.shape(for: image), rank4: rank4Images)
-            }
-        }
+        for input in inputs { shapes[input.name] = try inputShape(input, in: row) }
         return shapes
+    }
+
+    /// The blob shape of one input of a row.
+    private func inputShape(_ input: Input, in row: MLFeatureProvider) throws -> NNShape {
+        guard let value = row.featureValue(for: input.name), !value.isUndefined else {
+            // An optional array input left out (e.g. an RNN's initial state) is zeros.
+            if input.isOptional, case .array = input.kind, let declared = input.declared {
+                return declared
+            }
+            throw MLModelError.featureType(input.name, "neural network inputs cannot be left out")
+        }
+        switch input.kind {
+        case .array:
+            guard let a = value.multiArrayValue else { throw MLModelError.featureType(input.name, "expected a multi-array") }
+            return try Self.blobShape(a.shape, feature: input.name, tensor: tensorArrays)
+        case .image(let binding):
+            guard let image = value.imageValue else { throw MLModelError.featureType(input.name, "expected an image") }
+            return Self.imageBlob(binding.shape(for: image), rank4: rank4Images)
+        }
     }
 
     /// Runs rows together when they share shapes and have no sequence axis; else one by one.
@@ -247,7 +253,14 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         let first = try rowShapes(rows[0])
         var stackable = rows.count > 1 && !tensorArrays && first.values.allSatisfy { $0.s == 1 }
         if stackable {
-            for row in rows.dropFirst() where try rowShapes(row) != first { stackable = false; break }
+            // Compared input by input, without a dictionary per row.
+            let firstShapes = inputs.map { first[$0.name]! }
+            check: for row in rows.dropFirst() {
+                for (i, input) in inputs.enumerated() where try inputShape(input, in: row) != firstShapes[i] {
+                    stackable = false
+                    break check
+                }
+            }
         }
         if rows.count > 1 && !stackable {
             return try rows.map { try run([$0], options: options)[0] }
@@ -264,20 +277,38 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         }
         let base = plan.checkOut()
         defer { plan.checkIn(base) }
-        for (r, row) in rows.enumerated() {
-            for input in inputs {
-                let t = plan.blobs[input.name]!
-                let per = t.count / n
-                let dst = base + t.offset + r * per
-                guard let value = row.featureValue(for: input.name), !value.isUndefined else {
-                    dst.update(repeating: 0, count: per)
-                    continue
+        for input in inputs {
+            // Each row's values go straight into its slice of the batched blob.
+            let t = plan.blobs[input.name]!
+            let per = t.count / n
+            switch input.kind {
+            case .array:
+                // Large batches of arrays are copied (and converted) by the network's threads,
+                // each a share of the rows.
+                let workers = n * per >= Self.parallelCopyFloats ? Swift.max(1, Swift.min(threads, NNThreads.cores, n)) : 1
+                let share = (n + workers - 1) / workers
+                let arrays = rows.map { row in row.featureValue(for: input.name).flatMap { $0.isUndefined ? nil : $0.multiArrayValue } }
+                NNThreads.run(workers: workers) { worker in
+                    let r1 = Swift.min(n, (worker + 1) * share)
+                    for r in (worker * share)..<r1 {
+                        // The next row (a separate allocation) is fetched while this one converts.
+                        if r + 1 < r1, let next = arrays[r + 1], next.isContiguous { cg_prefetch(next.dataPointer, next.count * next.dataType.size) }
+                        let dst = base + t.offset + r * per
+                        if let array = arrays[r] {
+                            array.copyFloats(into: dst)
+                        } else {
+                            dst.update(repeating: 0, count: per)
+                        }
+                    }
                 }
-                switch input.kind {
-                case .array:
-                    value.multiArrayValue!.copyFloats(into: dst)
-                case .image(let binding):
-                    try binding.write(value.imageValue!, feature: input.name, shape: binding.shape(for: value.imageValue!), into: dst)
+            case .image(let binding):
+                for (r, row) in rows.enumerated() {
+                    let dst = base + t.offset + r * per
+                    if let value = row.featureValue(for: input.name), !value.isUndefined {
+                        try binding.write(value.imageValue!, feature: input.name, shape: binding.shape(for: value.imageValue!), into: dst)
+                    } else {
+                        dst.update(repeating: 0, count: per)
+                    }
                 }
             }
         }
@@ -286,32 +317,50 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         defer { finished.release() }
         // A custom layer's plugin failed (its outputs hold NaN): fail the prediction with its message.
         if let failure = MLCustomFailure.take() { throw failure }
-        return try (0..<n).map { r in try readOutputs(plan: finished.plan, base: finished.base, row: r, rows: n, options: options) }
+        let slices = try outputSlices(plan: finished.plan, rows: n)
+        return try (0..<n).map { r in try readOutputs(slices, base: finished.base, row: r, rows: n, options: options) }
     }
 
-    private func readOutputs(plan: NNPlan, base: UnsafeMutablePointer<Float>, row: Int, rows: Int, options: MLPredictionOptions) throws -> MLFeatureProvider {
-        var values: [String: MLFeatureValue] = [:]
-        // The row's slice of a blob: for each sequence step, its share of the batch axis.
-        func slice(_ blob: String, _ body: (UnsafeMutablePointer<Float>, NNShape) throws -> Void) throws {
+    /// Where one output (or the classifier's scores) lies in a batch's workspace: its blob and
+    /// the shape of one row's share, looked up once per batch.
+    private struct OutputSlice {
+        let tensor: NNTensor
+        let shape: NNShape
+    }
+
+    /// The slices of `outputs` (in order) and then of the classifier's blob, for `rows` rows.
+    private func outputSlices(plan: NNPlan, rows: Int) throws -> [OutputSlice] {
+        try (outputs.map(\.blob) + [classifier?.blob].compactMap { $0 }).map { blob in
             guard let t = plan.blobs[blob] else {
                 throw MLModelError(.featureType, "output blob '\(blob.split(separator: "#").first.map(String.init) ?? blob)' was not written (a branch taken does not write it)")
             }
             var shape = t.shape
             shape.b /= rows
+            return OutputSlice(tensor: t, shape: shape)
+        }
+    }
+
+    private func readOutputs(_ slices: [OutputSlice], base: UnsafeMutablePointer<Float>, row: Int, rows: Int,
+                             options: MLPredictionOptions) throws -> MLFeatureProvider {
+        var values: [String: MLFeatureValue] = [:]
+        values.reserveCapacity(outputs.count + 2)
+        // The row's slice of a blob: for each sequence step, its share of the batch axis.
+        func slice(_ s: OutputSlice, _ body: (UnsafeMutablePointer<Float>, NNShape) throws -> Void) throws {
+            let shape = s.shape
             if rows == 1 || shape.s == 1 {
-                try body(base + t.offset + row * shape.count, shape)
+                try body(base + s.tensor.offset + row * shape.count, shape)
                 return
             }
             let tmp = UnsafeMutablePointer<Float>.allocate(capacity: shape.count)
             defer { tmp.deallocate() }
             let block = shape.b * shape.chw
-            for s in 0..<shape.s {
-                (tmp + s * block).update(from: base + t.offset + (s * rows + row) * block, count: block)
+            for step in 0..<shape.s {
+                (tmp + step * block).update(from: base + s.tensor.offset + (step * rows + row) * block, count: block)
             }
             try body(tmp, shape)
         }
-        for output in outputs {
-            try slice(output.blob) { p, shape in
+        for (output, s) in zip(outputs, slices) {
+            try slice(s) { p, shape in
                 switch output.kind {
                 case .array(let declared, let dataType):
                     let dims: [Int]
@@ -335,7 +384,8 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
             }
         }
         if let classifier {
-            try slice(classifier.blob) { p, shape in
+            let s = slices[outputs.count]
+            try slice(s) { p, shape in
                 let labels = classifier.labels
                 guard shape.count == labels.count else {
                     throw MLModelError(.invalidModel, "blob '\(classifier.blob)' holds \(shape.count) class scores for \(labels.count) class labels")

@@ -170,19 +170,29 @@ final class NNGraph: @unchecked Sendable {
         return order
     }
 
-    /// Folds element-wise layers (batch norm, bias, scale, activation) into the layer before
-    /// them when that layer can apply them while its output is still in cache and nothing else
-    /// reads the intermediate blob.
+    /// Folds element-wise layers (batch norm, bias, scale, activation), and then a pooling
+    /// layer, into the layer before them when that layer can apply them while its output is
+    /// still in cache and nothing else reads the intermediate blob.
     func fuseEpilogues(keeping protected: Set<String>) {
         var readers: [String: Int] = [:]
         for node in nodes { for input in node.inputs { readers[input, default: 0] += 1 } }
         var i = 0
         while i + 1 < nodes.count {
             let node = nodes[i], next = nodes[i + 1]
-            guard let producer = node.layer as? any NNEpilogueAccepting,
-                  node.outputs.count == 1, next.inputs == node.outputs, next.outputs.count == 1,
-                  !protected.contains(node.outputs[0]), readers[node.outputs[0]] == 1,
-                  let op = next.layer.epilogue, producer.accept(op) else {
+            guard node.outputs.count == 1, next.inputs == node.outputs, next.outputs.count == 1,
+                  !protected.contains(node.outputs[0]), readers[node.outputs[0]] == 1 else {
+                i += 1
+                continue
+            }
+            let folded: Bool
+            if let producer = node.layer as? any NNEpilogueAccepting, let op = next.layer.epilogue {
+                folded = producer.accept(op)
+            } else if let producer = node.layer as? any NNPoolAccepting {
+                folded = producer.acceptPool(next.layer)
+            } else {
+                folded = false
+            }
+            guard folded else {
                 i += 1
                 continue
             }

@@ -138,6 +138,13 @@ public protocol NNEpilogueAccepting: NNLayer {
     func accept(_ op: NNEpilogueOp) -> Bool
 }
 
+/// A layer that can take over the pooling layer that follows it (its output's only reader),
+/// pooling each part of its output while it is in cache. `acceptPool` returns false for a
+/// pooling it cannot fold; once it returns true the layer's output is the pooled one.
+public protocol NNPoolAccepting: NNLayer {
+    func acceptPool(_ layer: any NNLayer) -> Bool
+}
+
 /// A shape or parameter problem, reported by a layer; the graph prefixes the layer name.
 public struct NNLayerError: Error, CustomStringConvertible {
     public let message: String

@@ -25,8 +25,10 @@ import CortadoSpec
 /// worker (each band packed, multiplied and finished while in cache); small ones pack the whole
 /// matrix once, the workers sharing the packing, then split the output channels. Folded steps
 /// of the forms the GEMM applies (bias or batch norm, then ReLU or leaky ReLU) run on each
-/// tile of the output as it is finished.
-final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable {
+/// tile of the output as it is finished. Large images with few output channels read the
+/// input in place instead (`Convolution+InPlace.swift`). A 2×2 stride-2 max pooling that reads only this
+/// layer's output can be folded in too (`Convolution+Pool.swift`).
+final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @unchecked Sendable {
     enum Padding {
         case valid(top: Int, bottom: Int, left: Int, right: Int)
         case same(topLeftHeavy: Bool)
@@ -46,6 +48,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
     let packed: NNPackedWeights?
     let weightForm: String
     private(set) var post: NNChannelEpilogue
+    /// A 2×2 stride-2 max pooling (no padding) folded in: the output is the pooled image.
+    private(set) var pooled = false
 
     /// Floats of `col` per band in the banded path (about 256 KB).
     static let bandFloats = 64 * 1024
@@ -102,7 +106,13 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
         post = NNChannelEpilogue(channels: outputChannels, bias: bias)
     }
 
-    func accept(_ op: NNEpilogueOp) -> Bool { post.accept(op) }
+    func accept(_ op: NNEpilogueOp) -> Bool { !pooled && post.accept(op) }
+
+    func acceptPool(_ layer: any NNLayer) -> Bool {
+        guard !pooled, packed != nil, let pool = layer as? PoolingLayer, pool.isPlainMax2x2 else { return false }
+        pooled = true
+        return true
+    }
 
     var detail: String {
         var s = "\(deconvolution ? "deconvolution" : "convolution") \(kh)×\(kw) stride \(sh)×\(sw)"
@@ -110,6 +120,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
         if groups != 1 { s += " groups \(groups)" }
         s += ", \(outputChannels) filters, \(weightForm) weights"
         if !post.names.isEmpty { s += ", then " + post.names.joined(separator: ", ") }
+        if pooled { s += ", then max pool 2×2 stride 2" }
         return s
     }
 
@@ -169,6 +180,12 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
             throw NNLayerError("the input has \(x.c) channels; the weights need \(inputChannels) (kernelChannels \(kernelChannels)\(deconvolution ? "" : " × nGroups \(groups)"))")
         }
         let g = try geometry(h: x.h, w: x.w)
+        if pooled {
+            guard g.outH >= 2, g.outW >= 2 else {
+                throw NNLayerError("the folded 2×2 max pooling window is larger than the \(g.outH)×\(g.outW) convolution output")
+            }
+            return [NNShape(s: x.s, b: x.b, c: outputChannels, h: g.outH / 2, w: g.outW / 2)]
+        }
         return [NNShape(s: x.s, b: x.b, c: outputChannels, h: g.outH, w: g.outW)]
     }
 
@@ -193,7 +210,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
             return NNGemm.slots * (outputChannels / groups) * kh * kw * x.hw
         }
         let k = kernelChannels * kh * kw, n = g.outH * g.outW
-        if packed != nil { return packedScratch(k: k, n: n) }
+        if pooled { return pooledScratch(k: k, g: g, xs: x) }
+        if packed != nil { return inPlace(k: k, g: g) ? inPlaceScratch(k: k, g: g, xs: x) : packedScratch(k: k, n: n) }
         if pointwise && groups == 1 { return 0 }
         if let rows = bandRows(outH: g.outH, outW: g.outW, k: k) { return NNGemm.slots * k * rows * g.outW }
         return (groups == 1 ? 1 : NNGemm.slots) * k * n
@@ -204,6 +222,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
         let g = try! geometry(h: xs.h, w: xs.w)
         if deconvolution {
             runDeconvolution(x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), ys: ys, g: g, context: context)
+        } else if let packed, pooled {
+            runPooled(packed, x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), g: g, context: context)
         } else if let packed {
             runPacked(packed, x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), ys: ys, g: g, context: context)
         } else {
@@ -296,7 +316,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
     /// Output columns per band when an image is cut into bands (a multiple of the panel
     /// width, about 256 KB of packed input per band, at least 256 columns), or nil when the
     /// image is small enough to pack whole (fewer than 4 bands' worth of columns).
-    private func packedBand(k: Int, n: Int) -> Int? {
+    func packedBand(k: Int, n: Int) -> Int? {
         let nr = NNPackedGemm.nr
         let band = Swift.max(256, Self.bandFloats / Swift.max(1, k) / nr * nr)
         return n >= 4 * band ? band : nil
@@ -304,7 +324,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
 
     /// One packed input per worker (bands) or one for all; both operands are packed, so the
     /// GEMM needs no workspace of its own.
-    private func packedScratch(k: Int, n: Int) -> Int {
+    func packedScratch(k: Int, n: Int) -> Int {
         let slack = 16
         if let band = packedBand(k: k, n: n) {
             return NNThreads.cores * (k * band + slack)
@@ -312,12 +332,15 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, @unchecked Sendable 
         return k * NNPackedGemm.roundUp(n, NNPackedGemm.nr) + slack
     }
 
-    private func runPacked(_ packed: NNPackedWeights, x: UnsafeMutablePointer<Float>, xs: NNShape, y: UnsafeMutablePointer<Float>,
+    func runPacked(_ packed: NNPackedWeights, x: UnsafeMutablePointer<Float>, xs: NNShape, y: UnsafeMutablePointer<Float>,
                            ys: NNShape, g: Geometry, context: NNRunContext) {
         let k = kernelChannels * kh * kw, n = g.outH * g.outW, m = outputChannels
         let nr = NNPackedGemm.nr, mr = NNPackedGemm.mr
-        var conv = cg_conv(channels: kernelChannels, h: xs.h, w: xs.w, kh: kh, kw: kw, sh: sh, sw: sw, dh: dh, dw: dw,
-                           pad_h: g.offH, pad_w: g.offW, out_h: g.outH, out_w: g.outW)
+        if inPlace(k: k, g: g) {
+            runInPlace(packed, x: x, xs: xs, y: y, g: g, context: context)
+            return
+        }
+        var conv = convGeometry(g, xs: xs)
         if let band = packedBand(k: k, n: n) {
             // Each worker takes a contiguous share of every image's columns, band by band.
             let workers = NNPackedGemm.workers(context, items: n / band)

@@ -124,7 +124,9 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
             return
         }
         let workers = rows * n * k >= 1 << 18 ? NNPackedGemm.workers(context, items: (rows + 3) / 4) : 1
-        let per = NNPackedGemm.roundUp((rows + workers - 1) / workers, NNPackedGemm.mr)
+        // Shares in multiples of 4 rows (the kernels take 12, 8 or 4): 256 rows on two workers
+        // are 128 each (ten 12-row tiles and an 8-row one), not 132 and 124.
+        let per = NNPackedGemm.roundUp((rows + workers - 1) / workers, 4)
         NNGemm.run(workers: workers) { worker in
             let r0 = Swift.min(rows, worker * per), r1 = Swift.min(rows, r0 + per)
             guard r0 < r1 else { return }

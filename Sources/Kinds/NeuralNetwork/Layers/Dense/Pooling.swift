@@ -1,3 +1,4 @@
+import CCortadoGemm
 import CortadoSpec
 
 /// `PoolingLayerParams`: max, average or L2 (`sqrt(Σx²)`) pooling over windows of each
@@ -23,6 +24,9 @@ final class PoolingLayer: NNLayer, @unchecked Sendable {
     let global: Bool
     let excludePadding: Bool
 
+    /// Whether `cg_max_pool_2x2_row` runs here (AVX-512F).
+    static let vectorMax = cg_available() != 0
+
     init(_ p: CoreML_Specification_PoolingLayerParams) throws {
         switch p.type {
         case .max: kind = .max
@@ -47,6 +51,13 @@ final class PoolingLayer: NNLayer, @unchecked Sendable {
         case nil:
             padding = .valid(top: 0, bottom: 0, left: 0, right: 0)
         }
+    }
+
+    /// Max pooling over 2×2 windows at stride 2 with no padding: what a convolution can fold
+    /// into its bands (`NNPoolAccepting`).
+    var isPlainMax2x2: Bool {
+        guard kind == .max, !global, kh == 2, kw == 2, sh == 2, sw == 2, case .valid(0, 0, 0, 0) = padding else { return false }
+        return true
     }
 
     var detail: String {
@@ -101,6 +112,8 @@ final class PoolingLayer: NNLayer, @unchecked Sendable {
         // Max pooling: outputs whose window lies inside the input (most of them) take a loop
         // without clamping; the border ones take the general path below.
         let fastMax = kind == .max && !global
+        // 2×2 windows at stride 1 or 2 (Tiny YOLO's): a vectorised row kernel, same results.
+        let vector2x2 = fastMax && Self.vectorMax && kh == 2 && kw == 2 && (sw == 1 || sw == 2)
         // (Integer division truncates toward zero: a window taller or wider than the input
         // leaves no inside outputs.)
         let rowLo = (g.top + sh - 1) / sh, rowHi = fastMax && h + g.top >= kh ? (h + g.top - kh) / sh : -1
@@ -117,9 +130,13 @@ final class PoolingLayer: NNLayer, @unchecked Sendable {
                         let row = dst + oh * g.outW
                         if kh == 2 && kw == 2 {
                             let r0 = src + hs * w - g.left, r1 = r0 + w
-                            for ow in colLo...colHi {
-                                let j = ow * sw
-                                row[ow] = Swift.max(Swift.max(r0[j], r0[j + 1]), Swift.max(r1[j], r1[j + 1]))
+                            if vector2x2 {
+                                cg_max_pool_2x2_row(r0 + colLo * sw, r1 + colLo * sw, row + colLo, colHi - colLo + 1, sw)
+                            } else {
+                                for ow in colLo...colHi {
+                                    let j = ow * sw
+                                    row[ow] = Swift.max(Swift.max(r0[j], r0[j + 1]), Swift.max(r1[j], r1[j + 1]))
+                                }
                             }
                         } else {
                             for ow in colLo...colHi {
