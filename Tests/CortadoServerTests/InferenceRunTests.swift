@@ -16,14 +16,6 @@ final class InferenceRunTests: XCTestCase {
         ModelRepository(root: nil, pool: pool).add(try TestSpecs.model(spec), name: "m")
     }
 
-    private func tensor(_ name: String, _ datatype: String, _ shape: [Int64]) -> Inference_ModelInferRequest.InferInputTensor {
-        var t = Inference_ModelInferRequest.InferInputTensor()
-        t.name = name
-        t.datatype = datatype
-        t.shape = shape
-        return t
-    }
-
     private func run(_ request: Inference_ModelInferRequest, on model: ServedModel) throws -> InferenceRun.Result {
         try InferenceRun(request: request, served: model, sharedMemory: SharedMemoryRegistry()).run()
     }

@@ -52,14 +52,6 @@ final class ProtobufPeekTests: XCTestCase {
 /// decode of the same bytes; what it does not take (parameters, typed contents, unknown
 /// fields, bad bytes) it hands back as nil, for SwiftProtobuf.
 final class ModelInferRequestDecoderTests: XCTestCase {
-    private func tensor(_ name: String, _ datatype: String, _ shape: [Int64]) -> Inference_ModelInferRequest.InferInputTensor {
-        var t = Inference_ModelInferRequest.InferInputTensor()
-        t.name = name
-        t.datatype = datatype
-        t.shape = shape
-        return t
-    }
-
     private func assertSameAsSwiftProtobuf(_ bytes: [UInt8], file: StaticString = #filePath, line: UInt = #line) throws {
         let reference = try Inference_ModelInferRequest(serializedBytes: bytes)
         let fast = try XCTUnwrap(ModelInferRequestDecoder.decode(bytes), "the fast decoder refused \(bytes.prefix(32))", file: file, line: line)

@@ -1,4 +1,5 @@
 import CortadoModels
+import CortadoServerProtos
 import Foundation
 import XCTest
 
@@ -132,4 +133,13 @@ final class Counter: @unchecked Sendable {
     var current: Int { lock.withLock { value } }
     var maximum: Int { lock.withLock { peak } }
     var order: [Int] { lock.withLock { log } }
+}
+
+/// An input tensor description for requests built in tests.
+func tensor(_ name: String, _ datatype: String, _ shape: [Int64]) -> Inference_ModelInferRequest.InferInputTensor {
+    var t = Inference_ModelInferRequest.InferInputTensor()
+    t.name = name
+    t.datatype = datatype
+    t.shape = shape
+    return t
 }
