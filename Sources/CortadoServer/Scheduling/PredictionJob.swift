@@ -21,11 +21,13 @@ class PredictionJob: @unchecked Sendable {
         self.metrics = metrics
     }
 
-    /// Decodes and checks the request: one feature provider per row.
-    func rows() throws -> [MLFeatureProvider] { [] }
+    /// Decodes and checks the request: one feature provider per row. Each kind of job
+    /// overrides it.
+    func rows() throws -> [MLFeatureProvider] { preconditionFailure("\(type(of: self)) must override rows()") }
 
-    /// Encodes the response from the results of this job's rows, in row order.
-    func encode(_ results: [MLFeatureProvider]) throws -> [UInt8] { [] }
+    /// Encodes the response from the results of this job's rows, in row order. Each kind of
+    /// job overrides it.
+    func encode(_ results: [MLFeatureProvider]) throws -> [UInt8] { preconditionFailure("\(type(of: self)) must override encode(_:)") }
 
     /// Told once how the call ended and how long it took (metrics). Looked up here, on the
     /// worker, not on the loop thread that builds the job.
