@@ -11,27 +11,20 @@ extension ServedModel {
     /// Errors are sent at once; the answers are returned, to be sent once the caller gave the
     /// model's slot back.
     func execute<Jobs: Collection<PredictionJob>>(_ jobs: Jobs, maxRows: Int = 1) -> [() -> Void] {
-        var sends: [() -> Void] = []
-        var ready: [(job: PredictionJob, rows: [MLFeatureProvider], queued: UInt64, input: UInt64)] = []
-        ready.reserveCapacity(jobs.count)
         // One clock reading ends each step and starts the next (the clock is read ~4 times a
         // call, not 6).
         var now = DispatchTime.now().uptimeNanoseconds
+        if jobs.count == 1 {
+            // The common case without a batcher: no grouping to do.
+            let job = jobs.first!
+            guard let (rows, queued, input) = prepare(job, clock: &now) else { return [] }
+            return runAlone(job, rows: rows, queued: queued, input: input, began: now).map { [$0] } ?? []
+        }
+        var sends: [() -> Void] = []
+        var ready: [(job: PredictionJob, rows: [MLFeatureProvider], queued: UInt64, input: UInt64)] = []
+        ready.reserveCapacity(jobs.count)
         for job in jobs {
-            let started = now
-            let queued = started - job.call.receivedAt
-            if let reason = job.skipReason(queued: queued, now: now) {
-                job.fail(reason, statistics: statistics)
-                continue
-            }
-            do {
-                let rows = try job.rows()
-                now = DispatchTime.now().uptimeNanoseconds
-                ready.append((job, rows, queued, now - started))
-            } catch {
-                job.fail(ServerContext.status(for: error), statistics: statistics)
-                now = DispatchTime.now().uptimeNanoseconds
-            }
+            if let (rows, queued, input) = prepare(job, clock: &now) { ready.append((job, rows, queued, input)) }
         }
         var start = 0
         while start < ready.count {
@@ -78,8 +71,29 @@ extension ServedModel {
         return sends
     }
 
-    private func runAlone(_ job: PredictionJob, rows: [MLFeatureProvider], queued: UInt64, input: UInt64) -> (() -> Void)? {
-        let began = DispatchTime.now().uptimeNanoseconds
+    /// A job's rows, read and checked, with the time it queued and the time reading took;
+    /// nil when it was answered instead (skipped or failed). `clock`: the time reading starts,
+    /// read by the caller; set to the time it ended.
+    private func prepare(_ job: PredictionJob, clock now: inout UInt64) -> (rows: [MLFeatureProvider], queued: UInt64, input: UInt64)? {
+        let started = now
+        let queued = started - job.call.receivedAt
+        if let reason = job.skipReason(queued: queued, now: now) {
+            job.fail(reason, statistics: statistics)
+            return nil
+        }
+        do {
+            let rows = try job.rows()
+            now = DispatchTime.now().uptimeNanoseconds
+            return (rows, queued, now - started)
+        } catch {
+            job.fail(ServerContext.status(for: error), statistics: statistics)
+            now = DispatchTime.now().uptimeNanoseconds
+            return nil
+        }
+    }
+
+    private func runAlone(_ job: PredictionJob, rows: [MLFeatureProvider], queued: UInt64, input: UInt64,
+                          began: UInt64 = DispatchTime.now().uptimeNanoseconds) -> (() -> Void)? {
         do {
             let (results, backings) = try predict(rows)
             let infer = DispatchTime.now().uptimeNanoseconds - began

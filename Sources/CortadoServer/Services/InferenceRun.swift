@@ -8,14 +8,18 @@ import Foundation
 /// A class: a job keeps it from `rows` to `encode`, and copying a struct this size (the
 /// request message, the model, the registry) on every use cost a retain per field.
 final class InferenceRun {
-    let request: Inference_ModelInferRequest
+    let request: InferRequestView
     let served: ServedModel
     let sharedMemory: SharedMemoryRegistry
 
-    init(request: Inference_ModelInferRequest, served: ServedModel, sharedMemory: SharedMemoryRegistry) {
+    init(request: InferRequestView, served: ServedModel, sharedMemory: SharedMemoryRegistry) {
         self.request = request
         self.served = served
         self.sharedMemory = sharedMemory
+    }
+
+    convenience init(request: Inference_ModelInferRequest, served: ServedModel, sharedMemory: SharedMemoryRegistry) {
+        self.init(request: InferRequestView(request), served: served, sharedMemory: sharedMemory)
     }
 
     struct Result {
@@ -39,43 +43,39 @@ final class InferenceRun {
 
     /// Reads and checks the input tensors: one feature provider per row.
     func rows() throws -> [MLFeatureProvider] {
+        // Raw inputs are read where they lie in the request's storage, and copied into the
+        // rows' values before this returns.
+        try request.storage.withUnsafeBytes { storage in try rows(storage) }
+    }
+
+    /// One input tensor's elements, the model input they feed and each row's shape.
+    private struct Column {
+        let mapping: TensorMapping
+        let elements: TensorElements
+        let rowShape: [Int]
+    }
+
+    private func rows(_ storage: UnsafeRawBufferPointer) throws -> [MLFeatureProvider] {
         let model = served.model
         let mappings = served.tensorInputs
         var batch = -1
-        var columns: [(TensorMapping, TensorElements, rowShape: [Int])] = []
+        var columns: [Column] = []
         columns.reserveCapacity(request.inputs.count)
-        let useRaw = !request.rawInputContents.isEmpty
-        if useRaw && request.rawInputContents.count != request.inputs.count {
-            throw bad("raw_input_contents has \(request.rawInputContents.count) entries for \(request.inputs.count) inputs")
+        let useRaw = !request.raw.isEmpty
+        if useRaw && request.raw.count != request.inputs.count {
+            throw bad("raw_input_contents has \(request.raw.count) entries for \(request.inputs.count) inputs")
         }
-        for (index, tensor) in request.inputs.enumerated() {
-            guard let mapping = mappings.first(where: { $0.name == tensor.name }) else {
-                throw bad("model '\(model.name)' has no input named '\(tensor.name)' (inputs: \(mappings.map(\.name).joined(separator: ", ")))")
-            }
-            guard !columns.contains(where: { $0.0.name == tensor.name }) else { throw bad("input '\(tensor.name)' is given twice") }
-            let shape = tensor.shape.map { Int($0) }
-            guard shape.allSatisfy({ $0 >= 0 }) else { throw bad("input '\(tensor.name)': negative dimension in shape \(shape)") }
-            // A leading batch dimension, or none (one row).
-            let rows: Int
-            let rowShape: [Int]
-            // An image also comes encoded: BYTES [1] holding PNG or JPEG bytes.
-            let rank = mapping.isImage && tensor.datatype == "BYTES" ? 1 : mapping.dims.count
-            if shape.count == rank + 1 {
-                rows = shape[0]
-                rowShape = Array(shape.dropFirst())
-            } else if shape.count == rank {
-                rows = 1
-                rowShape = shape
-            } else {
-                throw bad("input '\(tensor.name)': shape \(shape) has rank \(shape.count); expected [batch] + \(rank == 1 ? [1] : mapping.dims) (rank \(rank + 1))")
-            }
+        // By index, each tensor borrowed in place (a copy would retain each of its fields).
+        for index in request.inputs.indices {
+            let column = try column(request.inputs[index], raw: useRaw ? UnsafeRawBufferPointer(rebasing: storage[request.raw[index]]) : nil,
+                                    mappings: mappings, columns: columns)
+            let rows = column.1
             if batch < 0 { batch = rows } else if rows != batch {
-                throw bad("input '\(tensor.name)' has \(rows) rows but an earlier input has \(batch)")
+                throw bad("input '\(column.0.mapping.name)' has \(rows) rows but an earlier input has \(batch)")
             }
-            let elements = try read(tensor, raw: useRaw ? request.rawInputContents[index] : nil, shape: shape, mapping: mapping)
-            columns.append((mapping, elements, rowShape))
+            columns.append(column.0)
         }
-        for m in mappings where !m.feature.isOptional && !columns.contains(where: { $0.0.name == m.name }) {
+        for m in mappings where !m.feature.isOptional && !columns.contains(where: { $0.mapping === m }) {
             throw bad("model '\(model.name)': required input '\(m.name)' is missing (expected \(m.datatype) \([-1] + m.dims))")
         }
         if batch < 0 { batch = 1 }
@@ -87,12 +87,41 @@ final class InferenceRun {
         for row in 0..<batch {
             var values: [(name: String, value: MLFeatureValue)] = []
             values.reserveCapacity(columns.count)
-            for (mapping, elements, rowShape) in columns {
-                values.append((mapping.name, try value(row: row, mapping: mapping, elements: elements, rowShape: rowShape)))
+            for c in columns.indices {
+                values.append((columns[c].mapping.name, try value(row: row, column: columns[c])))
             }
             providers.append(MLFeatureListProvider.make(values))
         }
         return providers
+    }
+
+    /// Checks one input tensor against the model's inputs and reads its elements; with the
+    /// rows it holds.
+    private func column(_ tensor: borrowing InferRequestView.Input, raw: UnsafeRawBufferPointer?, mappings: [TensorMapping],
+                        columns: [Column]) throws -> (Column, Int) {
+        let model = served.model
+        guard let mapping = mappings.first(where: { $0.name == tensor.name }) else {
+            throw bad("model '\(model.name)' has no input named '\(tensor.name)' (inputs: \(mappings.map(\.name).joined(separator: ", ")))")
+        }
+        guard !columns.contains(where: { $0.mapping === mapping }) else { throw bad("input '\(tensor.name)' is given twice") }
+        let shape = tensor.shape
+        guard shape.allSatisfy({ $0 >= 0 }) else { throw bad("input '\(tensor.name)': negative dimension in shape \(shape)") }
+        // A leading batch dimension, or none (one row).
+        let rows: Int
+        let rowShape: [Int]
+        // An image also comes encoded: BYTES [1] holding PNG or JPEG bytes.
+        let rank = mapping.isImage && tensor.datatype == "BYTES" ? 1 : mapping.dims.count
+        if shape.count == rank + 1 {
+            rows = shape[0]
+            rowShape = Array(shape.dropFirst())
+        } else if shape.count == rank {
+            rows = 1
+            rowShape = shape
+        } else {
+            throw bad("input '\(tensor.name)': shape \(shape) has rank \(shape.count); expected [batch] + \(rank == 1 ? [1] : mapping.dims) (rank \(rank + 1))")
+        }
+        let elements = try read(tensor, raw: raw, shape: shape, mapping: mapping)
+        return (Column(mapping: mapping, elements: elements, rowShape: rowShape), rows)
     }
 
     // MARK: inputs
@@ -111,7 +140,7 @@ final class InferenceRun {
     }
 
     /// Reads a tensor's elements from shared memory, raw bytes or typed contents.
-    private func read(_ tensor: Inference_ModelInferRequest.InferInputTensor, raw: Data?, shape: [Int], mapping: TensorMapping) throws -> TensorElements {
+    private func read(_ tensor: borrowing InferRequestView.Input, raw: UnsafeRawBufferPointer?, shape: [Int], mapping: TensorMapping) throws -> TensorElements {
         let name = tensor.name
         guard let count = TensorMapping.byteCount(shape, elementSize: 1) else {
             throw bad("input '\(name)': shape \(shape) has too many elements")
@@ -124,9 +153,9 @@ final class InferenceRun {
                 let span = try sharedMemory.span(region: region, offset: parameterInt(tensor.parameters, "shared_memory_offset") ?? 0, byteSize: size)
                 strings = try TensorBytes.split(UnsafeRawBufferPointer(span), name: name)
             } else if let raw {
-                strings = try raw.withUnsafeBytes { (r) throws(GRPCStatus) in try TensorBytes.split(r, name: name) }
+                strings = try TensorBytes.split(raw, name: name)
             } else {
-                strings = tensor.contents.bytesContents
+                strings = tensor.contents?.bytesContents ?? []
             }
             guard strings.count == count else { throw bad("input '\(name)': shape \(shape) needs \(count) BYTES elements, got \(strings.count)") }
             return TensorElements(datatype: datatype, shape: shape, raw: UnsafeRawBufferPointer(start: nil, count: 0), strings: strings, owner: nil)
@@ -143,14 +172,11 @@ final class InferenceRun {
             let span = try sharedMemory.span(region: region, offset: parameterInt(tensor.parameters, "shared_memory_offset") ?? 0, byteSize: bytes)
             return TensorElements(datatype: datatype, shape: shape, raw: UnsafeRawBufferPointer(span), strings: [], owner: nil)
         }
-        let data: Data
         if let raw {
             guard raw.count == bytes else { throw bad("input '\(name)': shape \(shape) of \(datatype) needs \(bytes) bytes, raw_input_contents has \(raw.count)") }
-            data = raw
-        } else {
-            data = try typedBytes(tensor.contents, datatype: datatype, count: count, name: name)
+            return TensorElements(datatype: datatype, shape: shape, raw: raw, strings: [], owner: nil)
         }
-        let box = DataBox(data)
+        let box = DataBox(try typedBytes(tensor.contents ?? Inference_InferTensorContents(), datatype: datatype, count: count, name: name))
         return TensorElements(datatype: datatype, shape: shape, raw: box.buffer, strings: [], owner: box)
     }
 
@@ -177,7 +203,8 @@ final class InferenceRun {
     }
 
     /// One row's value of one input.
-    private func value(row: Int, mapping: TensorMapping, elements: TensorElements, rowShape: [Int]) throws -> MLFeatureValue {
+    private func value(row: Int, column: borrowing Column) throws -> MLFeatureValue {
+        let mapping = column.mapping, elements = column.elements, rowShape = column.rowShape
         let name = mapping.name
         let perRow = rowShape.reduce(1, *)
         let numeric = elements.datatype != "BYTES"
@@ -205,7 +232,7 @@ final class InferenceRun {
             let array = try MLMultiArray(shape: rowShape, dataType: wire ?? declared ?? .double)
             if wire != nil {
                 let size = array.dataType.size
-                array.dataPointer.copyMemory(from: elements.raw.baseAddress!.advanced(by: row * perRow * size), byteCount: perRow * size)
+                if perRow > 0 { array.dataPointer.copyMemory(from: elements.raw.baseAddress!.advanced(by: row * perRow * size), byteCount: perRow * size) }
             } else {
                 for i in 0..<perRow { array.setDouble(elements.double(at: row * perRow + i), at: i) }
             }
@@ -300,7 +327,7 @@ final class InferenceRun {
     func outputs(_ results: [MLFeatureProvider]) throws -> (tensors: [OutputTensor], raw: [UInt8]) {
         let model = served.model
         let mappings = served.tensorOutputs
-        let wanted: [(TensorMapping, Inference_ModelInferRequest.InferRequestedOutputTensor?)]
+        let wanted: [(TensorMapping, InferRequestView.Output?)]
         if request.outputs.isEmpty {
             wanted = mappings.map { ($0, nil) }
         } else {

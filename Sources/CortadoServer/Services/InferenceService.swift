@@ -260,7 +260,7 @@ final class ModelInferJob: PredictionJob, @unchecked Sendable {
 
     override func rows() throws -> [MLFeatureProvider] {
         // The hand-written decoder takes the common form of the request, SwiftProtobuf the rest.
-        let request = try ModelInferRequestDecoder.decode(call.request) ?? context.decode(Inference_ModelInferRequest.self, call)
+        let request = try ModelInferRequestDecoder.decode(call.request) ?? InferRequestView(context.decode(Inference_ModelInferRequest.self, call))
         let run = InferenceRun(request: request, served: served, sharedMemory: context.sharedMemory)
         self.run = run
         return try run.rows()

@@ -108,17 +108,17 @@ enum ProtobufPeek {
 
 /// A hand-written decoder for the ModelInferRequest every Open Inference Protocol call
 /// carries, for the common shape of one: names, ids, input tensors (name, datatype, shape)
-/// with raw contents, requested outputs by name. It fills the same generated struct
-/// SwiftProtobuf would, without its generic decoding machinery.
+/// with raw contents, requested outputs by name. It yields the `InferRequestView` a worker
+/// reads, its raw inputs left in place as ranges of the request's bytes.
 ///
 /// Anything else — request or tensor parameters (shared memory, classification), typed
 /// contents, unknown fields, malformed or non-UTF-8 bytes — returns nil, and the caller
 /// decodes with SwiftProtobuf (which also words the error for bad bytes).
 enum ModelInferRequestDecoder {
-    static func decode(_ bytes: [UInt8]) -> Inference_ModelInferRequest? {
-        bytes.withUnsafeBytes { raw -> Inference_ModelInferRequest? in
+    static func decode(_ bytes: [UInt8]) -> InferRequestView? {
+        bytes.withUnsafeBytes { raw -> InferRequestView? in
             var r = ProtobufReader(raw)
-            var request = Inference_ModelInferRequest()
+            var request = InferRequestView()
             while !r.atEnd {
                 guard let (field, wire) = r.key(), wire == 2 else { return nil }
                 switch field {
@@ -133,18 +133,20 @@ enum ModelInferRequestDecoder {
                     request.outputs.append(tensor)
                 case 7:
                     guard let body = r.lengthDelimited() else { return nil }
-                    request.rawInputContents.append(Data(body))
+                    let start = body.baseAddress.map { $0 - raw.baseAddress! } ?? r.offset
+                    request.raw.append(start..<start + body.count)
                 default:
                     return nil
                 }
             }
+            request.storage = bytes
             return request
         }
     }
 
-    private static func input(_ bytes: UnsafeRawBufferPointer) -> Inference_ModelInferRequest.InferInputTensor? {
+    private static func input(_ bytes: UnsafeRawBufferPointer) -> InferRequestView.Input? {
         var r = ProtobufReader(bytes)
-        var tensor = Inference_ModelInferRequest.InferInputTensor()
+        var tensor = InferRequestView.Input()
         while !r.atEnd {
             guard let (field, wire) = r.key() else { return nil }
             switch (field, wire) {
@@ -156,11 +158,11 @@ enum ModelInferRequestDecoder {
                 var p = ProtobufReader(packed)
                 while !p.atEnd {
                     guard let v = p.varint() else { return nil }
-                    tensor.shape.append(Int64(bitPattern: v))
+                    tensor.shape.append(Int(truncatingIfNeeded: v))
                 }
             case (3, 0):
                 guard let v = r.varint() else { return nil }
-                tensor.shape.append(Int64(bitPattern: v))
+                tensor.shape.append(Int(truncatingIfNeeded: v))
             default:
                 return nil
             }
@@ -168,9 +170,9 @@ enum ModelInferRequestDecoder {
         return tensor
     }
 
-    private static func output(_ bytes: UnsafeRawBufferPointer) -> Inference_ModelInferRequest.InferRequestedOutputTensor? {
+    private static func output(_ bytes: UnsafeRawBufferPointer) -> InferRequestView.Output? {
         var r = ProtobufReader(bytes)
-        var tensor = Inference_ModelInferRequest.InferRequestedOutputTensor()
+        var tensor = InferRequestView.Output()
         while !r.atEnd {
             guard let (field, wire) = r.key(), field == 1, wire == 2, let s = r.string() else { return nil }
             tensor.name = s
