@@ -146,8 +146,9 @@ def replay(binaries, rounds, requests, work):
         sys.stdout.flush()
 
 
-def instructions(binaries, requests, work):
-    """User-space instructions per replayed ModelInfer call, under callgrind."""
+def instructions(binaries, requests, work, keep=None):
+    """User-space instructions per replayed ModelInfer call, under callgrind. With `keep`, each
+    run's callgrind profile is copied there (callgrind_annotate reads it)."""
     for tool in ("valgrind", "callgrind_control", "objcopy"):
         if not shutil.which(tool):
             sys.exit(f"{tool} missing: run scripts/setup-bench.sh")
@@ -183,6 +184,10 @@ def instructions(binaries, requests, work):
             print(f"  {b}: no result ({r})", file=sys.stderr)
             continue
         print(f"  {b:<60} {total / requests:>10,.0f} instructions a call")
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            shutil.copy(out, os.path.join(keep, f"callgrind-{i}.out"))
+            print(f"  {'':<60} profile: {os.path.join(keep, f'callgrind-{i}.out')}")
         sys.stdout.flush()
 
 
@@ -234,6 +239,8 @@ def main():
     p.add_argument("--batcher", action="store_true", help="only the batcher")
     p.add_argument("--instructions", action="store_true",
                    help="only the instructions per call under callgrind (use --requests 20000: valgrind runs ~50× slower)")
+    p.add_argument("--profile-to", metavar="DIR",
+                   help="with --instructions: keep each build's callgrind profile in DIR (read it with callgrind_annotate)")
     p.add_argument("--delays", default="0", help="batcher --max-queue-delay-us values to try, comma-separated")
     args = p.parse_args()
     binaries = []
@@ -251,7 +258,7 @@ def main():
         if args.replay or both:
             replay(binaries, args.rounds, args.requests, work)
         if args.instructions:
-            instructions(binaries, args.requests, work)
+            instructions(binaries, args.requests, work, args.profile_to)
         if args.batcher or both:
             batcher(binaries[-1], args.rounds, args.interval_ms, work, [int(d) for d in args.delays.split(",")])
     finally:

@@ -574,6 +574,76 @@ def test_raw_client_gets_a_complete_answer(server, repo):
     check_outputs(repo.cases["logreg"], 0, as_dict(reply.outputs))
 
 
+def _headers(stream, fields):
+    return h2frame(0x1, 0x4, stream, b"".join(hpack_literal(n, v) for n, v in fields))  # HEADERS, END_HEADERS
+
+
+_GOOD_FIELDS = [(":method", "POST"), (":scheme", "http"), (":path", "/cortado.v1.Predictor/Predict"), (":authority", "127.0.0.1"),
+                ("content-type", "application/grpc"), ("te", "trailers")]
+
+
+def _malformed_requests(message):
+    """Requests RFC 9113 §8.1.1 calls malformed (the server checks headers itself), by name:
+    (header fields, body bytes)."""
+    good = _GOOD_FIELDS
+    return {
+        "upper-case name": (good + [("X-Trace", "1")], message),
+        "name with a space": (good + [("x trace", "1")], message),
+        "value with a line feed": (good + [("x-trace", "a\nb")], message),
+        "value with a NUL": (good + [("x-trace", "a\0b")], message),
+        "long value with a carriage return": (good + [("x-trace", "0123456789abcdef\r0123456789")], message),
+        "value with a trailing space": (good + [("x-trace", "ab ")], message),
+        "pseudo-header after a regular one": (good[:2] + [("content-type", "application/grpc"), (":path", "/cortado.v1.Predictor/Predict")], message),
+        "unknown pseudo-header": (good + [(":protocol", "grpc")], message),
+        "duplicate :path": (good[:3] + [(":path", "/cortado.v1.Predictor/Predict")] + good[3:], message),
+        "no :path": ([f for f in good if f[0] != ":path"], message),
+        "no :method": ([f for f in good if f[0] != ":method"], message),
+        "no :scheme": ([f for f in good if f[0] != ":scheme"], message),
+        "empty :path": ([(n, "" if n == ":path" else v) for n, v in good], message),
+        "connection header": (good + [("connection", "keep-alive")], message),
+        "te other than trailers": ([(n, "gzip" if n == "te" else v) for n, v in good], message),
+        "content-length larger than the body": (good + [("content-length", str(len(message) + 1))], message),
+        "content-length smaller than the body": (good + [("content-length", str(len(message) - 1))], message),
+        "content-length not a number": (good + [("content-length", "12a")], message),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_malformed_requests(b"").keys()))
+def test_malformed_request_is_reset_and_the_connection_goes_on(server, repo, kind):
+    """A malformed request gets RST_STREAM(PROTOCOL_ERROR) and no answer; a good call on the
+    same connection right after it is answered."""
+    message = predict_message(repo)
+    fields, body = _malformed_requests(message)[kind]
+    c = RawH2(server)
+    c.send(PREFACE + SETTINGS + _headers(1, fields) + h2frame(0x0, 0x1, 1, body)
+           + _headers(3, _GOOD_FIELDS) + h2frame(0x0, 0x1, 3, message))
+    frames = c.read_until(lambda fs: (stream_ended(fs, 1) and stream_ended(fs, 3)) or goaways(fs))
+    c.close()
+    resets = [int.from_bytes(f[3][:4], "big") for f in frames if f[0] == 0x3 and f[2] == 1]
+    assert resets == [0x1], (kind, frames)  # PROTOCOL_ERROR
+    assert not [f for f in frames if f[0] == 0x0 and f[2] == 1], (kind, frames)
+    assert not goaways(frames), goaways(frames)
+    data = b"".join(f[3] for f in frames if f[0] == 0x0 and f[2] == 3)
+    assert stream_ended(frames, 3) and len(data) > 5, (kind, frames)
+    check_outputs(repo.cases["logreg"], 0, as_dict(pb.PredictResponse.FromString(data[5:]).outputs))
+
+
+def test_well_formed_extras_are_accepted(server, repo):
+    """What the checks must let through: a matching content-length, metadata with token
+    characters, a value with inner spaces, an empty :authority-less request with a host-less
+    client (no :authority is allowed)."""
+    message = predict_message(repo)
+    fields = [f for f in _GOOD_FIELDS if f[0] != ":authority"] + [("content-length", str(len(message))), ("x-b3_trace!id", "a b\tc")]
+    c = RawH2(server)
+    c.send(PREFACE + SETTINGS + _headers(1, fields) + h2frame(0x0, 0x1, 1, message))
+    frames = c.read_until(lambda fs: stream_ended(fs, 1))
+    c.close()
+    assert not [f for f in frames if f[0] == 0x3], frames
+    data = b"".join(f[3] for f in frames if f[0] == 0x0 and f[2] == 1)
+    assert stream_ended(frames, 1) and len(data) > 5, frames
+    check_outputs(repo.cases["logreg"], 0, as_dict(pb.PredictResponse.FromString(data[5:]).outputs))
+
+
 def test_rst_stream_for_a_stream_never_opened_does_not_end_the_connection(server, repo):
     """gRPC core clients (grpcio 1.71) send RST_STREAM for a stream whose HEADERS never left when
     a call is cancelled or times out first (grpc/grpc#19655). HTTP/2 makes that a connection

@@ -61,6 +61,9 @@ final class HTTP2Connection {
         // gRPC uses no stream priorities: keep no closed streams for RFC 7540's priority tree
         // (with SETTINGS_NO_RFC7540_PRIORITIES below, nghttp2 schedules streams without it).
         nghttp2_option_set_no_closed_streams(option, 1)
+        // Request headers are checked where they are read (`HTTP2Stream.header`): nghttp2's
+        // own HTTP messaging pass would scan each of them a second time.
+        nghttp2_option_set_no_http_messaging(option, 1)
         var session: OpaquePointer?
         let me = Unmanaged.passUnretained(self).toOpaque()
         guard nghttp2_session_server_new2(&session, callbacks, me, option) == 0, let session else { return false }
@@ -154,13 +157,22 @@ final class HTTP2Connection {
         return found
     }
 
+    /// A malformed request (RFC 9113 §8.1.1): the stream is reset with PROTOCOL_ERROR, the
+    /// connection goes on.
+    func malformed(_ stream: HTTP2Stream, _ reason: String) {
+        guard let session, !stream.answered else { return }
+        stream.answered = true
+        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue))
+        core.event(.protocolError(peer: peer, message: "stream \(stream.id): malformed request: \(reason)"))
+    }
+
     /// The request headers are complete: reject what cannot be served before reading a body.
     func headersComplete(_ stream: HTTP2Stream) {
         if let (httpStatus, status) = stream.headerProblem() {
             answer(stream, status: status, httpStatus: httpStatus)
             return
         }
-        stream.handler = core.router.handler(for: stream.path)
+        stream.handler = handler(for: stream.path)
         if stream.handler == nil, let method = core.router.messageStream(for: stream.path) {
             stream.messageStream = method
             stream.streamDeadline = stream.timeoutNanos.map { DispatchTime.now().uptimeNanoseconds &+ $0 }
@@ -168,6 +180,18 @@ final class HTTP2Connection {
         if stream.handler == nil && stream.messageStream == nil {
             answer(stream, status: GRPCStatus(.unimplemented, core.router.missReason(for: stream.path)))
         }
+    }
+
+    /// The handler last routed on this connection: a client calls the same method again and
+    /// again, and its path string is the same one (`headerValue`), so comparing it costs less
+    /// than hashing it for the router's dictionary.
+    private var lastRoute: (path: String, handler: GRPCUnaryHandler)?
+
+    private func handler(for path: String) -> GRPCUnaryHandler? {
+        if let lastRoute, lastRoute.path == path { return lastRoute.handler }
+        guard let found = core.router.handler(for: path) else { return nil }
+        lastRoute = (path, found)
+        return found
     }
 
     func dataChunk(_ stream: HTTP2Stream, _ bytes: UnsafeRawBufferPointer) {
@@ -197,7 +221,7 @@ final class HTTP2Connection {
             finishMessageStreamIfDone(stream)
             return
         }
-        guard let handler = stream.handler ?? core.router.handler(for: stream.path) else {
+        guard let handler = stream.handler ?? handler(for: stream.path) else {
             answer(stream, status: GRPCStatus(.unimplemented, core.router.missReason(for: stream.path)))
             return
         }

@@ -32,9 +32,13 @@ final class HTTP2Stream {
     /// The status the trailers carry once `response` is drained (nil: more may come).
     var trailers: GRPCStatus?
 
-    /// Request headers the transport drops on arrival (`te: trailers` is required by gRPC but
-    /// carries nothing; the others only describe the client).
-    static let ignoredHeaders: [StaticString] = ["te", "user-agent", "grpc-accept-encoding", "accept-encoding", ":scheme", ":authority"]
+    /// Request pseudo-headers seen (bits: :method 1, :path 2, :scheme 4, :authority 8), and
+    /// whether a regular header came yet (pseudo-headers must all come first).
+    private var pseudo: UInt8 = 0
+    private var regularSeen = false
+    /// `content-length`, when the client sent one, and the body bytes received so far.
+    private var declaredLength: Int?
+    private(set) var bodyLength = 0
 
     init(id: Int32, maxMessageSize: Int) {
         self.id = id
@@ -46,22 +50,74 @@ final class HTTP2Stream {
         bytes.count == name.utf8CodeUnitCount && (bytes.count == 0 || memcmp(bytes.baseAddress!, name.utf8Start, bytes.count) == 0)
     }
 
-    static func isIgnored(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
-        ignoredHeaders.contains { matches(name, $0) }
+    /// Records one request header, and checks it as RFC 9113 §8.2–8.3 asks of a server (the
+    /// session leaves HTTP messaging to this callback, which looks at every header anyway, so
+    /// each is scanned once). Returns why the request is malformed, or nil.
+    ///
+    /// Pseudo-headers fill the routing fields; `te` (which must be `trailers`), `user-agent`,
+    /// the accept-encoding headers, `:scheme` and `:authority` are checked and dropped; the
+    /// rest is metadata.
+    func header(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, on connection: HTTP2Connection) -> String? {
+        guard HTTP2FieldCheck.isValidValue(value) else { return "header \(HTTP2FieldCheck.text(name)) has a value with NUL, CR, LF or surrounding whitespace" }
+        if name.first == UInt8(ascii: ":") {
+            if regularSeen { return "pseudo-header \(HTTP2FieldCheck.text(name)) after a regular header" }
+            let bit: UInt8
+            if Self.matches(name, ":path") {
+                bit = 2
+                if value.isEmpty { return "empty :path" }
+                path = connection.headerValue(value)
+            } else if Self.matches(name, ":method") {
+                bit = 1
+                method = connection.headerValue(value)
+            } else if Self.matches(name, ":scheme") {
+                bit = 4
+                if value.isEmpty { return "empty :scheme" }
+            } else if Self.matches(name, ":authority") {
+                bit = 8
+            } else {
+                return "unknown pseudo-header \(HTTP2FieldCheck.text(name))"
+            }
+            if pseudo & bit != 0 { return "pseudo-header \(HTTP2FieldCheck.text(name)) given twice" }
+            pseudo |= bit
+            return nil
+        }
+        regularSeen = true
+        if Self.matches(name, "content-type") { contentType = connection.headerValue(value) }
+        else if Self.matches(name, "te") {
+            if !Self.matches(value, "trailers") { return "te must be \"trailers\"" }
+        } else if Self.matches(name, "user-agent") || Self.matches(name, "grpc-accept-encoding") || Self.matches(name, "accept-encoding") {
+            // Describes the client only.
+        } else if Self.matches(name, "content-length") {
+            guard let length = HTTP2FieldCheck.decimal(value), declaredLength == nil || declaredLength == length else {
+                return "content-length \(HTTP2FieldCheck.text(value)) is not one decimal number"
+            }
+            declaredLength = length
+        } else if Self.matches(name, "grpc-encoding") { encoding = connection.headerValue(value) }
+        else if Self.matches(name, "grpc-timeout") {
+            if let t = GRPCTimeout.parse(connection.headerValue(value)) { timeoutNanos = t } else { badTimeout = true }
+        } else {
+            guard HTTP2FieldCheck.isValidName(name) else { return "header name \(HTTP2FieldCheck.text(name)) is not a lower-case token" }
+            if HTTP2FieldCheck.isConnectionSpecific(name) { return "connection-specific header \(HTTP2FieldCheck.text(name))" }
+            metadata.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+        }
+        return nil
     }
 
-    /// Records one request header (the ignored ones never reach here). Pseudo-headers fill the
-    /// routing fields; the rest is metadata.
-    func addHeader(name: UnsafeBufferPointer<UInt8>, value: String) {
-        if Self.matches(name, ":path") { path = value }
-        else if Self.matches(name, ":method") { method = value }
-        else if Self.matches(name, "content-type") { contentType = value }
-        else if Self.matches(name, "grpc-encoding") { encoding = value }
-        else if Self.matches(name, "grpc-timeout") {
-            if let t = GRPCTimeout.parse(value) { timeoutNanos = t } else { badTimeout = true }
-        } else {
-            metadata.append((String(decoding: name, as: UTF8.self), value))
+    /// The header block ended: the pseudo-headers a request needs are there (:method, :path,
+    /// :scheme), or why not.
+    func headersEndProblem() -> String? {
+        pseudo & 7 == 7 ? nil : "request without \(pseudo & 1 == 0 ? ":method" : pseudo & 2 == 0 ? ":path" : ":scheme")"
+    }
+
+    /// Counts body bytes against `content-length`; why the body is malformed, or nil.
+    /// `ended`: the client finished sending.
+    func bodyProblem(adding count: Int, ended: Bool) -> String? {
+        bodyLength += count
+        guard let declaredLength else { return nil }
+        if bodyLength > declaredLength || (ended && bodyLength != declaredLength) {
+            return "content-length \(declaredLength) but \(bodyLength)\(ended ? "" : " or more") body bytes"
         }
+        return nil
     }
 
     /// Whether the request headers make a gRPC call this server can take; the status says why not.

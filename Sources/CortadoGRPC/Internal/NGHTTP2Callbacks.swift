@@ -25,14 +25,16 @@ enum NGHTTP2Callbacks {
 
     static let header: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
         guard let frame, let name, let value else { return 0 }
-        let conn = connection(userData)
         // Request headers only; trailers from a client are ignored.
-        guard frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue), frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST,
-              let stream = conn.stream(frame.pointee.hd.stream_id) else { return 0 }
-        let nameBytes = UnsafeBufferPointer(start: name, count: nameLength)
-        // Headers every gRPC client sends and no handler reads: skip them without building strings.
-        if HTTP2Stream.isIgnored(nameBytes) { return 0 }
-        stream.addHeader(name: nameBytes, value: conn.headerValue(UnsafeBufferPointer(start: value, count: valueLength)))
+        guard frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue), frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
+        let conn = connection(userData)
+        guard let stream = conn.stream(frame.pointee.hd.stream_id), !stream.answered else { return 0 }
+        if let problem = stream.header(name: UnsafeBufferPointer(start: name, count: nameLength),
+                                       value: UnsafeBufferPointer(start: value, count: valueLength), on: conn) {
+            conn.malformed(stream, problem)
+            // nghttp2 stops the header block; the RST_STREAM (PROTOCOL_ERROR) is queued already.
+            return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+        }
         return 0
     }
 
@@ -42,10 +44,19 @@ enum NGHTTP2Callbacks {
         let type = frame.pointee.hd.type
         guard type == UInt8(NGHTTP2_HEADERS.rawValue) || type == UInt8(NGHTTP2_DATA.rawValue),
               let stream = conn.stream(frame.pointee.hd.stream_id) else { return 0 }
+        let ended = frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         if type == UInt8(NGHTTP2_HEADERS.rawValue), frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
+            if let problem = stream.headersEndProblem() {
+                conn.malformed(stream, problem)
+                return 0
+            }
             conn.headersComplete(stream)
         }
-        if frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
+        if ended {
+            if let problem = stream.bodyProblem(adding: 0, ended: true) {
+                conn.malformed(stream, problem)
+                return 0
+            }
             conn.requestComplete(stream)
         }
         return 0
@@ -54,6 +65,10 @@ enum NGHTTP2Callbacks {
     static let dataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, length, userData in
         let conn = connection(userData)
         guard let data, let stream = conn.stream(streamID) else { return 0 }
+        if let problem = stream.bodyProblem(adding: length, ended: false) {
+            conn.malformed(stream, problem)
+            return 0
+        }
         conn.dataChunk(stream, UnsafeRawBufferPointer(start: data, count: length))
         return 0
     }
