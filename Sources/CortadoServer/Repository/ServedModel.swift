@@ -23,6 +23,9 @@ public final class ServedModel: @unchecked Sendable {
     private(set) var batcher: DynamicBatcher?
     /// Output arrays reused by one-row predictions; nil when the outputs can change shape.
     let outputPool: OutputPool?
+    /// A ModelInferResponse's model name and version fields (1 and 2) as protobuf bytes,
+    /// written once for every response.
+    let responseModelFields: [UInt8]
 
     public init(name: String, version: String, model: MLModel, scheduler: ModelScheduler, source: URL?, loadSeconds: Double) {
         self.name = name
@@ -33,6 +36,10 @@ public final class ServedModel: @unchecked Sendable {
         self.loadSeconds = loadSeconds
         tensorInputs = TensorMapping.inputs(of: model)
         tensorOutputs = TensorMapping.outputs(of: model)
+        var w = ProtobufWriter(capacity: name.utf8.count + version.utf8.count + 8)
+        w.string(1, name)
+        w.string(2, version)
+        responseModelFields = w.bytes
         let limits = scheduler.limits
         outputPool = OutputPool(model: model, capacity: (limits.maxConcurrency > 0 ? limits.maxConcurrency : scheduler.pool.threadCount) + 1)
         if limits.maxBatchSize > 1 && model.compiled.runsBatchesAsOne {

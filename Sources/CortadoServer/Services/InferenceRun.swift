@@ -274,7 +274,8 @@ final class InferenceRun {
     /// One output tensor of a response; its bytes are `bytes` of the response's shared raw
     /// buffer (empty when they went to the client's shared memory).
     struct OutputTensor {
-        var name: String
+        /// The model output it holds (its name; its datatype unless `datatype` says otherwise).
+        let mapping: TensorMapping
         var datatype: String
         var shape: [Int64]
         /// Only set for shared-memory outputs (region and byte size).
@@ -292,8 +293,7 @@ final class InferenceRun {
         let (tensors, raw) = try outputs(results)
         var w = ProtobufWriter(capacity: 64 + raw.count + tensors.count * 48)
         if reservingPrefix { w.bytes.append(contentsOf: repeatElement(0, count: GRPCMessageWriter.prefixLength)) }
-        w.string(1, served.name)
-        w.string(2, served.version)
+        w.bytes.append(contentsOf: served.responseModelFields)
         w.string(3, request.id)
         // By index: the tensors are read in place, not copied (a copy retains each field).
         for i in tensors.indices {
@@ -304,10 +304,19 @@ final class InferenceRun {
                 only.parameters = tensors[i].parameters
                 extra = try only.serializedBytes()
             }
-            w.lengthDelimited(5, length: ProtobufWriter.stringFieldSize(1, tensors[i].name) + ProtobufWriter.stringFieldSize(2, tensors[i].datatype)
-                                         + ProtobufWriter.packedInt64FieldSize(3, tensors[i].shape) + extra.count)
-            w.string(1, tensors[i].name)
-            w.string(2, tensors[i].datatype)
+            // Name and datatype as bytes written once per model, unless the datatype is the
+            // response's own (classification, a multi-array's actual type).
+            let mapping = tensors[i].mapping
+            let described = tensors[i].datatype == mapping.datatype
+            let head = described ? mapping.descriptionFields.count
+                                 : ProtobufWriter.stringFieldSize(1, mapping.name) + ProtobufWriter.stringFieldSize(2, tensors[i].datatype)
+            w.lengthDelimited(5, length: head + ProtobufWriter.packedInt64FieldSize(3, tensors[i].shape) + extra.count)
+            if described {
+                w.bytes.append(contentsOf: mapping.descriptionFields)
+            } else {
+                w.string(1, mapping.name)
+                w.string(2, tensors[i].datatype)
+            }
             w.packedInt64(3, tensors[i].shape)
             if !extra.isEmpty { w.bytes.append(contentsOf: extra) }
         }
@@ -370,7 +379,7 @@ final class InferenceRun {
 
     /// Appends one output's bytes for every row to `data`; returns its description.
     private func encode(_ mapping: TensorMapping, _ results: [MLFeatureProvider], classification: Int?, into data: inout [UInt8]) throws -> OutputTensor {
-        var tensor = OutputTensor(name: mapping.name, datatype: mapping.datatype, shape: [], bytes: 0..<0)
+        var tensor = OutputTensor(mapping: mapping, datatype: mapping.datatype, shape: [], bytes: 0..<0)
         let rows = results.count
         func value(_ r: Int) throws -> MLFeatureValue {
             guard let v = results[r].featureValue(for: mapping.name) else {

@@ -33,6 +33,9 @@ final class TensorMapping: @unchecked Sendable {
     let kind: Kind
     let datatype: String
     let dims: [Int64]
+    /// An output description's name and datatype fields (1 and 2 of InferOutputTensor) as
+    /// protobuf bytes, for the response writer.
+    private(set) var descriptionFields: [UInt8] = []
 
     var name: String { feature.name }
 
@@ -81,6 +84,10 @@ final class TensorMapping: @unchecked Sendable {
         case .invalid:
             kind = .json; datatype = "BYTES"; dims = [1]
         }
+        var w = ProtobufWriter(capacity: 32)
+        w.string(1, feature.name)
+        w.string(2, datatype)
+        descriptionFields = w.bytes
     }
 
     static func datatype(_ t: MLMultiArrayDataType) -> String {
