@@ -11,13 +11,15 @@ public struct GRPCMessageReader: Sendable {
 
     /// The largest message accepted, in bytes (not counting the 5-byte prefix).
     public let maxMessageSize: Int
-    private var header: [UInt8] = []
+    /// The prefix bytes read so far (big-endian, at most 5) and how many.
+    private var header: UInt64 = 0
+    private var headerCount = 0
     private var expected = -1
     private var body: [UInt8] = []
     /// Complete messages read so far.
     public private(set) var messages: [[UInt8]] = []
     /// Bytes of a message still being read (an incomplete prefix or body).
-    public var hasPartialMessage: Bool { !header.isEmpty || expected >= 0 }
+    public var hasPartialMessage: Bool { headerCount > 0 || expected >= 0 }
 
     public init(maxMessageSize: Int) {
         self.maxMessageSize = maxMessageSize
@@ -29,12 +31,14 @@ public struct GRPCMessageReader: Sendable {
         let count = chunk.count
         while index < count {
             if expected < 0 {
-                let take = min(5 - header.count, count - index)
-                header.append(contentsOf: chunk[index..<(index + take)])
-                index += take
-                guard header.count == 5 else { return }
-                guard header[0] == 0 else { throw ReadError.compressed }
-                let length = Int(header[1]) << 24 | Int(header[2]) << 16 | Int(header[3]) << 8 | Int(header[4])
+                while headerCount < 5 && index < count {
+                    header = header << 8 | UInt64(chunk[index])
+                    headerCount += 1
+                    index += 1
+                }
+                guard headerCount == 5 else { return }
+                guard header >> 32 == 0 else { throw ReadError.compressed }
+                let length = Int(header & 0xffff_ffff)
                 guard length <= maxMessageSize else { throw ReadError.tooLarge(declared: length, limit: maxMessageSize) }
                 expected = length
                 body = []
@@ -48,7 +52,8 @@ public struct GRPCMessageReader: Sendable {
             if body.count == expected {
                 messages.append(body)
                 body = []
-                header.removeAll(keepingCapacity: true)
+                header = 0
+                headerCount = 0
                 expected = -1
             }
         }

@@ -85,7 +85,7 @@ enum NGHTTP2Callbacks {
 }
 
 /// A header list built once and kept for the process's life: the fixed headers of every OK
-/// response, so answering a call allocates nothing for them (nghttp2 copies on submit).
+/// response, so answering a call allocates nothing for them and nghttp2 copies no bytes.
 final class NGHTTP2StaticHeaders: @unchecked Sendable {
     let nva: UnsafeMutablePointer<nghttp2_nv>
     let count: Int
@@ -97,7 +97,9 @@ final class NGHTTP2StaticHeaders: @unchecked Sendable {
             let n = Array(name.utf8), v = Array(value.utf8)
             let bytes = UnsafeMutablePointer<UInt8>.allocate(capacity: n.count + v.count)
             bytes.initialize(from: n + v, count: n.count + v.count)
-            nva[i] = nghttp2_nv(name: bytes, value: bytes + n.count, namelen: n.count, valuelen: v.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+            // Kept for the process's life: nghttp2 need not copy the bytes.
+            nva[i] = nghttp2_nv(name: bytes, value: bytes + n.count, namelen: n.count, valuelen: v.count,
+                                flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue))
         }
     }
 
