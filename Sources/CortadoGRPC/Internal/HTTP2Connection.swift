@@ -143,11 +143,15 @@ final class HTTP2Connection {
         let stream = HTTP2Stream(id: id, maxMessageSize: core.configuration.maxReceiveMessageSize)
         streams[id] = stream
         recent = stream
+        recentRef = (id, Unmanaged.passUnretained(stream))
     }
 
     /// The stream most recently begun or looked up: a request's HEADERS, DATA and callbacks
     /// arrive one stream after another, so most lookups skip the dictionary.
     private var recent: HTTP2Stream?
+    /// The stream whose header block is being read, unretained (`streams` holds it until
+    /// `streamClosed`, which clears this).
+    private var recentRef: (id: Int32, stream: Unmanaged<HTTP2Stream>)?
 
     /// An open stream by id.
     func stream(_ id: Int32) -> HTTP2Stream? {
@@ -155,6 +159,14 @@ final class HTTP2Connection {
         let found = streams[id]
         if found != nil { recent = found }
         return found
+    }
+
+    /// Runs `body` with the open stream `id` borrowed, not retained; nil when it is not open.
+    @inline(__always)
+    func withStream<R>(_ id: Int32, _ body: (HTTP2Stream) -> R) -> R? {
+        if let recentRef, recentRef.id == id { return recentRef.stream._withUnsafeGuaranteedRef(body) }
+        guard let found = stream(id) else { return nil }
+        return body(found)
     }
 
     /// A malformed request (RFC 9113 §8.1.1): the stream is reset with PROTOCOL_ERROR, the
@@ -391,6 +403,7 @@ final class HTTP2Connection {
     /// The stream ended (both sides done, or reset): a call still running is cancelled.
     func streamClosed(_ id: Int32) {
         if recent?.id == id { recent = nil }
+        if recentRef?.id == id { recentRef = nil }
         guard let stream = streams.removeValue(forKey: id) else { return }
         if let call = stream.call, !stream.answered {
             call.cancel()
