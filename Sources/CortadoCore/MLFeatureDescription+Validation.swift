@@ -76,12 +76,16 @@ extension MLModelDescription {
     /// Checks every declared input of `provider`: required inputs present, each of the
     /// right type and shape. Extra features are ignored, as in Core ML.
     public func validateInputs(_ provider: MLFeatureProvider) throws {
-        for input in inputs {
-            guard let value = provider.featureValue(for: input.name) else {
-                if input.isOptional { continue }
-                throw MLModelError.featureType(input.name, "required input is missing (expected \(input.typeSummary))")
+        // Read in place: copying a description (as `for input in inputs` does) retains each
+        // of its fields, on every prediction.
+        try inputs.withUnsafeBufferPointer { all in
+            for i in all.indices {
+                guard let value = provider.featureValue(for: all[i].name) else {
+                    if all[i].isOptional { continue }
+                    throw MLModelError.featureType(all[i].name, "required input is missing (expected \(all[i].typeSummary))")
+                }
+                try all[i].validate(value)
             }
-            try input.validate(value)
         }
     }
 }

@@ -27,14 +27,14 @@ final class DynamicBatcherTests: XCTestCase {
         let started = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
         let done = DispatchSemaphore(value: 0)
-        func run(_ jobs: [PredictionJob]) -> [() -> Void] {
+        func run(_ jobs: [PredictionJob]) -> PendingAnswers {
             let first = lock.withLock { sizes.append(jobs.count); return sizes.count == 1 }
             if first {
                 started.signal()
                 release.wait()
             }
             done.signal()
-            return []
+            return PendingAnswers()
         }
     }
 

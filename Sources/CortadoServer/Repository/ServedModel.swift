@@ -47,7 +47,7 @@ public final class ServedModel: @unchecked Sendable {
                                      limits: limits, pool: scheduler.pool) { [weak self] jobs in
                 guard let self else {
                     for job in jobs { job.call.fail(GRPCStatus(.unavailable, "the model was unloaded")) }
-                    return []
+                    return PendingAnswers()
                 }
                 return self.execute(jobs, maxRows: limits.maxBatchSize)
             }

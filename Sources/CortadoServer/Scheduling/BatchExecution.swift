@@ -10,17 +10,20 @@ extension ServedModel {
     /// of several jobs fails, each job runs again alone, so a bad row fails only its own call.
     /// Errors are sent at once; the answers are returned, to be sent once the caller gave the
     /// model's slot back.
-    func execute<Jobs: Collection<PredictionJob>>(_ jobs: Jobs, maxRows: Int = 1) -> [() -> Void] {
+    func execute<Jobs: Collection<PredictionJob>>(_ jobs: Jobs, maxRows: Int = 1) -> PendingAnswers {
         // One clock reading ends each step and starts the next (the clock is read ~4 times a
         // call, not 6).
         var now = DispatchTime.now().uptimeNanoseconds
         if jobs.count == 1 {
             // The common case without a batcher: no grouping to do.
             let job = jobs.first!
-            guard let (rows, queued, input) = prepare(job, clock: &now) else { return [] }
-            return runAlone(job, rows: rows, queued: queued, input: input, began: now).map { [$0] } ?? []
+            var answers = PendingAnswers()
+            if let (rows, queued, input) = prepare(job, clock: &now) {
+                runAlone(job, rows: rows, queued: queued, input: input, began: now, into: &answers)
+            }
+            return answers
         }
-        var sends: [() -> Void] = []
+        var answers = PendingAnswers()
         var ready: [(job: PredictionJob, rows: [MLFeatureProvider], queued: UInt64, input: UInt64)] = []
         ready.reserveCapacity(jobs.count)
         for job in jobs {
@@ -48,7 +51,7 @@ extension ServedModel {
                 } else {
                     // Some row failed: each job alone, so only the bad one fails.
                     for entry in group {
-                        if let send = runAlone(entry.job, rows: entry.rows, queued: entry.queued, input: entry.input) { sends.append(send) }
+                        runAlone(entry.job, rows: entry.rows, queued: entry.queued, input: entry.input, into: &answers)
                     }
                 }
                 now = DispatchTime.now().uptimeNanoseconds
@@ -61,14 +64,12 @@ extension ServedModel {
             for entry in group {
                 let share = group.count == 1 ? results : Array(results[offset..<offset + entry.rows.count])
                 offset += entry.rows.count
-                if let send = answer(entry.job, share, queued: entry.queued, input: entry.input, infer: infer, clock: &now) {
-                    sends.append(send)
-                }
+                answer(entry.job, share, queued: entry.queued, input: entry.input, infer: infer, clock: &now, into: &answers)
             }
             // The responses were written from the pooled arrays: they can be reused.
             if let backings { outputPool?.checkIn(backings) }
         }
-        return sends
+        return answers
     }
 
     /// A job's rows, read and checked, with the time it queued and the time reading took;
@@ -93,18 +94,16 @@ extension ServedModel {
     }
 
     private func runAlone(_ job: PredictionJob, rows: [MLFeatureProvider], queued: UInt64, input: UInt64,
-                          began: UInt64 = DispatchTime.now().uptimeNanoseconds) -> (() -> Void)? {
+                          began: UInt64 = DispatchTime.now().uptimeNanoseconds, into answers: inout PendingAnswers) {
         do {
             let (results, backings) = try predict(rows)
             let infer = DispatchTime.now().uptimeNanoseconds - began
             statistics.recordExecution(rows: rows.count, nanoseconds: infer)
             var clock = began + infer
-            let send = answer(job, results, queued: queued, input: input, infer: infer, clock: &clock)
+            answer(job, results, queued: queued, input: input, infer: infer, clock: &clock, into: &answers)
             if let backings { outputPool?.checkIn(backings) }
-            return send
         } catch {
             job.fail(ServerContext.status(for: error), statistics: statistics)
-            return nil
         }
     }
 
@@ -135,10 +134,10 @@ extension ServedModel {
         }
     }
 
-    /// Encodes one job's answer and counts it; returns the send (nil: failed, answered).
-    /// `clock`: the time encoding starts, read by the caller; set to the time it ended.
+    /// Encodes one job's answer, counts it and adds it to `answers` (a failure is answered at
+    /// once). `clock`: the time encoding starts, read by the caller; set to the time it ended.
     private func answer(_ job: PredictionJob, _ results: [MLFeatureProvider], queued: UInt64, input: UInt64, infer: UInt64,
-                        clock: inout UInt64) -> (() -> Void)? {
+                        clock: inout UInt64, into answers: inout PendingAnswers) {
         let began = clock
         var bytes: [UInt8]
         do {
@@ -146,16 +145,40 @@ extension ServedModel {
         } catch {
             job.fail(ServerContext.status(for: error), statistics: statistics)
             clock = DispatchTime.now().uptimeNanoseconds
-            return nil
+            return
         }
         let done = DispatchTime.now().uptimeNanoseconds
         clock = done
         let total = done - job.call.receivedAt
         statistics.recordRequest(total: total, queue: queued, input: input, infer: infer, output: done - began)
         job.observe(.ok, total)
-        // Framed here, while `bytes` is not yet shared with the closure (no copy).
+        // Framed here, while `bytes` is not yet shared (no copy).
         if job.prefixReserved { GRPCMessageWriter.fillPrefix(&bytes) }
-        let message = bytes
-        return job.prefixReserved ? { job.call.respond(framed: message) } : { job.call.respond(message) }
+        answers.append(job, bytes)
+    }
+}
+
+/// Encoded answers waiting to be sent once the model's slot is free again (so a client that
+/// got its answer finds the slot free when it calls again). One answer — the usual case,
+/// without a batcher — is held without an allocation.
+struct PendingAnswers {
+    private var first: (job: PredictionJob, message: [UInt8])?
+    private var rest: [(job: PredictionJob, message: [UInt8])] = []
+
+    init() {}
+
+    mutating func append(_ job: PredictionJob, _ message: [UInt8]) {
+        if first == nil { first = (job, message) } else { rest.append((job, message)) }
+    }
+
+    /// Sends each answer, in order.
+    func send() {
+        guard let first else { return }
+        Self.send(first)
+        for answer in rest { Self.send(answer) }
+    }
+
+    private static func send(_ answer: (job: PredictionJob, message: [UInt8])) {
+        if answer.job.prefixReserved { answer.job.call.respond(framed: answer.message) } else { answer.job.call.respond(answer.message) }
     }
 }

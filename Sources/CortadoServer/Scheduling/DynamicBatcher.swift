@@ -16,7 +16,7 @@ final class DynamicBatcher: @unchecked Sendable {
     private let concurrency: Int
     private let pool: WorkerPool
     /// Runs a batch; returns the answers to send once the batch's slot is free again.
-    private let execute: ([PredictionJob]) -> [() -> Void]
+    private let execute: ([PredictionJob]) -> PendingAnswers
 
     private let lock = NSLock()
     private var waiting: [(job: PredictionJob, arrived: UInt64)] = []
@@ -25,7 +25,7 @@ final class DynamicBatcher: @unchecked Sendable {
     private var timerArmed = false
 
     init(maxBatchSize: Int, maxQueueDelayMicroseconds: Int, limits: ModelScheduler.Limits, pool: WorkerPool,
-         execute: @escaping ([PredictionJob]) -> [() -> Void]) {
+         execute: @escaping ([PredictionJob]) -> PendingAnswers) {
         self.maxBatchSize = max(1, maxBatchSize)
         maxQueueDelay = UInt64(max(0, maxQueueDelayMicroseconds)) * 1000
         maxQueue = limits.maxQueue
@@ -66,12 +66,12 @@ final class DynamicBatcher: @unchecked Sendable {
             if head == waiting.count { waiting.removeAll(keepingCapacity: true); head = 0 }
             running += 1
             pool.submit { [self] in
-                let sends = execute(batch)
+                let answers = execute(batch)
                 lock.withLock {
                     running -= 1
                     dispatchLocked()
                 }
-                for send in sends { send() }
+                answers.send()
             }
         }
     }

@@ -27,9 +27,9 @@ public final class ModelScheduler: @unchecked Sendable {
     let pool: WorkerPool
     private let lock = NSLock()
     private var running = 0
-    /// A job returns what to do once its slot is free again (send the answers, so a client
-    /// that got its answer finds the slot free when it calls again).
-    typealias Job = () -> [() -> Void]
+    /// A job returns the answers to send once its slot is free again (so a client that got
+    /// its answer finds the slot free when it calls again).
+    typealias Job = () -> PendingAnswers
     private var waiting: [Job] = []
     private var head = 0
     private let concurrency: Int
@@ -48,10 +48,10 @@ public final class ModelScheduler: @unchecked Sendable {
     /// Runs `job` on a worker when the model has room; throws RESOURCE_EXHAUSTED when the
     /// queue is full.
     public func submit(_ job: @escaping () -> Void) throws(GRPCStatus) {
-        try enqueue { job(); return [] }
+        try enqueue { job(); return PendingAnswers() }
     }
 
-    /// Like `submit`; the closures the job returns run after its slot was given back.
+    /// Like `submit`; the answers the job returns are sent after its slot was given back.
     func enqueue(_ job: @escaping Job) throws(GRPCStatus) {
         lock.lock()
         if running < concurrency {
@@ -83,7 +83,7 @@ public final class ModelScheduler: @unchecked Sendable {
                 if head == waiting.count { waiting.removeAll(keepingCapacity: true); head = 0 }
                 return job
             }
-            for send in after { send() }
+            after.send()
         }
     }
 }
