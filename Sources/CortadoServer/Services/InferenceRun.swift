@@ -113,7 +113,8 @@ final class InferenceRun {
         let rank = mapping.isImage && tensor.datatype == "BYTES" ? 1 : mapping.dims.count
         if shape.count == rank + 1 {
             rows = shape[0]
-            rowShape = Array(shape.dropFirst())
+            // The model's own row shape when it is that (shared, not built again).
+            rowShape = mapping.fixedRowShape.elementsEqual(shape.dropFirst()) ? mapping.fixedRowShape : Array(shape.dropFirst())
         } else if shape.count == rank {
             rows = 1
             rowShape = shape
@@ -336,22 +337,25 @@ final class InferenceRun {
     func outputs(_ results: [MLFeatureProvider]) throws -> (tensors: [OutputTensor], raw: [UInt8]) {
         let model = served.model
         let mappings = served.tensorOutputs
-        let wanted: [(TensorMapping, InferRequestView.Output?)]
-        if request.outputs.isEmpty {
-            wanted = mappings.map { ($0, nil) }
-        } else {
-            wanted = try request.outputs.map { requested in
-                guard let m = mappings.first(where: { $0.name == requested.name }) else {
-                    throw bad("model '\(model.name)' has no output named '\(requested.name)' (outputs: \(mappings.map(\.name).joined(separator: ", ")))")
-                }
-                return (m, requested)
-            }
-        }
+        // Every output when the request names none (no list is built for that case).
+        let named = !request.outputs.isEmpty
         var raw: [UInt8] = []
         raw.reserveCapacity(256)
         var tensors: [OutputTensor] = []
-        tensors.reserveCapacity(wanted.count)
-        for (mapping, requested) in wanted {
+        tensors.reserveCapacity(named ? request.outputs.count : mappings.count)
+        for k in 0..<(named ? request.outputs.count : mappings.count) {
+            let mapping: TensorMapping
+            let requested: InferRequestView.Output?
+            if named {
+                requested = request.outputs[k]
+                guard let m = mappings.first(where: { $0.name == requested!.name }) else {
+                    throw bad("model '\(model.name)' has no output named '\(requested!.name)' (outputs: \(mappings.map(\.name).joined(separator: ", ")))")
+                }
+                mapping = m
+            } else {
+                mapping = mappings[k]
+                requested = nil
+            }
             let start = raw.count
             var tensor = try encode(mapping, results, classification: requested.flatMap { parameterInt($0.parameters, "classification") }, into: &raw)
             tensor.bytes = start..<raw.count
@@ -407,25 +411,25 @@ final class InferenceRun {
         switch mapping.kind {
         case .int64:
             for r in 0..<rows { append(try value(r).int64Value.littleEndian) }
-            tensor.shape = [Int64(rows), 1]
+            tensor.shape = mapping.batchShape(rows)
         case .double:
             for r in 0..<rows { append(try value(r).doubleValue) }
-            tensor.shape = [Int64(rows), 1]
+            tensor.shape = mapping.batchShape(rows)
         case .string:
             for r in 0..<rows { TensorBytes.append(try value(r).stringValue.utf8, to: &data) }
-            tensor.shape = [Int64(rows), 1]
+            tensor.shape = mapping.batchShape(rows)
         case .json:
             for r in 0..<rows {
                 var text = ""
                 MLFeatureJSON.encode(try value(r), into: &text)
                 TensorBytes.append(text.utf8, to: &data)
             }
-            tensor.shape = [Int64(rows), 1]
+            tensor.shape = mapping.batchShape(rows)
         case .probabilities(let labels):
             for r in 0..<rows {
                 for p in probabilities(try value(r), labels: labels) { append(p) }
             }
-            tensor.shape = [Int64(rows), Int64(labels.count)]
+            tensor.shape = mapping.batchShape(rows)
         case .int64Sequence:
             var width = -1
             for r in 0..<rows {

@@ -36,6 +36,10 @@ final class TensorMapping: @unchecked Sendable {
     /// An output description's name and datatype fields (1 and 2 of InferOutputTensor) as
     /// protobuf bytes, for the response writer.
     private(set) var descriptionFields: [UInt8] = []
+    /// `dims` as one row's shape (empty when a dimension is flexible), and the shape of a
+    /// one-row tensor ([1] + dims): made once, shared by every request that has them.
+    private(set) var fixedRowShape: [Int] = []
+    private var oneRowShape: [Int64] = []
 
     var name: String { feature.name }
 
@@ -88,6 +92,14 @@ final class TensorMapping: @unchecked Sendable {
         w.string(1, feature.name)
         w.string(2, datatype)
         descriptionFields = w.bytes
+        if dims.allSatisfy({ $0 >= 0 }) { fixedRowShape = dims.map { Int($0) } }
+        oneRowShape = [1] + dims
+    }
+
+    /// An output's tensor shape for `rows` rows: [rows] + dims (scalars, strings, JSON and
+    /// class probabilities; multi-arrays, sequences and images report what they hold).
+    func batchShape(_ rows: Int) -> [Int64] {
+        rows == 1 ? oneRowShape : [Int64(rows)] + dims
     }
 
     static func datatype(_ t: MLMultiArrayDataType) -> String {
