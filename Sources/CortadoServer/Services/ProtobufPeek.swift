@@ -116,32 +116,35 @@ enum ProtobufPeek {
 /// decodes with SwiftProtobuf (which also words the error for bad bytes).
 enum ModelInferRequestDecoder {
     static func decode(_ bytes: [UInt8]) -> InferRequestView? {
-        bytes.withUnsafeBytes { raw -> InferRequestView? in
+        // Filled in place and moved out (returning it from the closure copied it).
+        var request = InferRequestView()
+        let ok = bytes.withUnsafeBytes { raw -> Bool in
             var r = ProtobufReader(raw)
-            var request = InferRequestView()
             while !r.atEnd {
-                guard let (field, wire) = r.key(), wire == 2 else { return nil }
+                guard let (field, wire) = r.key(), wire == 2 else { return false }
                 switch field {
-                case 1: guard let s = r.string() else { return nil }; request.modelName = s
-                case 2: guard let s = r.string() else { return nil }; request.modelVersion = s
-                case 3: guard let s = r.string() else { return nil }; request.id = s
+                case 1: guard let s = r.string() else { return false }; request.modelName = s
+                case 2: guard let s = r.string() else { return false }; request.modelVersion = s
+                case 3: guard let s = r.string() else { return false }; request.id = s
                 case 5:
-                    guard let body = r.lengthDelimited(), let tensor = input(body) else { return nil }
+                    guard let body = r.lengthDelimited(), let tensor = input(body) else { return false }
                     request.inputs.append(tensor)
                 case 6:
-                    guard let body = r.lengthDelimited(), let tensor = output(body) else { return nil }
+                    guard let body = r.lengthDelimited(), let tensor = output(body) else { return false }
                     request.outputs.append(tensor)
                 case 7:
-                    guard let body = r.lengthDelimited() else { return nil }
+                    guard let body = r.lengthDelimited() else { return false }
                     let start = body.baseAddress.map { $0 - raw.baseAddress! } ?? r.offset
                     request.raw.append(start..<start + body.count)
                 default:
-                    return nil
+                    return false
                 }
             }
-            request.storage = bytes
-            return request
+            return true
         }
+        guard ok else { return nil }
+        request.storage = bytes
+        return request
     }
 
     private static func input(_ bytes: UnsafeRawBufferPointer) -> InferRequestView.Input? {
