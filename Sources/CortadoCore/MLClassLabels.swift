@@ -82,6 +82,9 @@ public struct MLClassScores: Sendable {
 public struct MLClassifierOutputNames: Sendable {
     public let labelName: String
     public let probabilitiesName: String?
+    /// Each class's label as a feature value, made once: a value is immutable, so every
+    /// prediction that picks the class shares it instead of allocating its own.
+    private let labelValues: [MLFeatureValue]
 
     public init(_ description: MLModelDescription, labels: MLClassLabels) throws {
         guard let label = description.predictedFeatureName ?? description.outputs.first(where: { $0.type == labels.type })?.name else {
@@ -91,6 +94,7 @@ public struct MLClassifierOutputNames: Sendable {
             throw MLModelError(.invalidModel, feature: label, "predicted label output is \(out.type) but the class labels are \(labels.type)")
         }
         labelName = label
+        labelValues = (0..<labels.count).map { labels.value(at: $0) }
         if let p = description.predictedProbabilitiesName {
             probabilitiesName = p
         } else {
@@ -101,15 +105,20 @@ public struct MLClassifierOutputNames: Sendable {
     /// The output features for a winning class and per-class scores.
     /// The outputs as a provider (a list: two features at most).
     public func provider(labels: MLClassLabels, winner: Int, scores: UnsafeBufferPointer<Double>) -> MLFeatureProvider {
-        guard let p = probabilitiesName else { return MLFeatureListProvider(entries: [(labelName, labels.value(at: winner))]) }
+        guard let p = probabilitiesName else { return MLFeatureListProvider(entries: [(labelName, label(winner, labels))]) }
         // One name for both: the probabilities win, as in `outputs`.
         if p == labelName { return MLFeatureListProvider(entries: [(p, labels.dictionary(scores: scores))]) }
-        return MLFeatureListProvider(entries: [(labelName, labels.value(at: winner)), (p, labels.dictionary(scores: scores))])
+        return MLFeatureListProvider(entries: [(labelName, label(winner, labels)), (p, labels.dictionary(scores: scores))])
+    }
+
+    /// The winning class's label value (the shared one when `labels` are the ones given at init).
+    private func label(_ winner: Int, _ labels: MLClassLabels) -> MLFeatureValue {
+        winner < labelValues.count && labelValues.count == labels.count ? labelValues[winner] : labels.value(at: winner)
     }
 
     public func outputs(labels: MLClassLabels, winner: Int, scores: UnsafeBufferPointer<Double>) -> [String: MLFeatureValue] {
         var out = [String: MLFeatureValue](minimumCapacity: 2)
-        out[labelName] = labels.value(at: winner)
+        out[labelName] = label(winner, labels)
         if let p = probabilitiesName { out[p] = labels.dictionary(scores: scores) }
         return out
     }
