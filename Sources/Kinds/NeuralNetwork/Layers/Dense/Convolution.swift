@@ -27,9 +27,9 @@ import CortadoSpec
 /// of the forms the GEMM applies (bias or batch norm, then ReLU or leaky ReLU) run on each
 /// tile of the output as it is finished. Large images with few output channels read the
 /// input in place instead (`Convolution+InPlace.swift`). A 2×2 stride-2 max pooling that reads only this
-/// layer's output can be folded in too (`Convolution+Pool.swift`). Layers with many input
-/// channels run a direct convolution with the output channels along the lanes instead
-/// (`Convolution+Direct.swift`).
+/// layer's output can be folded in too (`Convolution+Pool.swift`). Most layers (horizontal
+/// stride 1 or 2, output channels filling blocks of 16) run a direct convolution with the
+/// output channels along the lanes instead (`Convolution+Direct.swift`).
 final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @unchecked Sendable {
     enum Padding {
         case valid(top: Int, bottom: Int, left: Int, right: Int)
@@ -96,7 +96,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
         if NNPackedGemm.enabled && !deconvolution && groups == 1 {
             // Only the packed copy is kept.
             let (m, k) = (outputChannels, kernelChannels * kh * kw)
-            let direct = Self.takesDirect(outputChannels: m, kernelChannels: kernelChannels, kh: kh, kw: kw, sw: sw)
+            let direct = Self.takesDirect(outputChannels: m, sw: sw)
             packed = decoded.withUnsafeBufferPointer {
                 direct ? NNPackedWeights(direct: $0.baseAddress!, m: m, k: k) : NNPackedWeights(a: $0.baseAddress!, m: m, k: k, ld: k)
             }
