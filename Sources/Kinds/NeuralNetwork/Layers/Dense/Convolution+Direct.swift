@@ -6,8 +6,9 @@ import Foundation
 /// The packed GEMM puts output pixels along the lanes: a 13×13 output's 169 pixels fill 176
 /// lanes, and every call packs the im2col matrix (6.5 MB for a 1024-channel 3×3 layer). Here
 /// the weights are packed at load in blocks of 16 output channels, the input is copied once
-/// with its zero border (`cg_conv_pad`), and a register tile of 2 blocks × up to 14 pixels of
-/// one output row broadcasts input values straight from that copy. Each unit of work (a pair
+/// with its zero border (`cg_conv_pad`; read as it is when there is no border), and a register
+/// tile of 2 blocks × up to 14 pixels of one output row broadcasts input values straight from
+/// that copy. Each unit of work (a pair
 /// of channel blocks × a band of output rows) finishes its own output: the epilogue per lane
 /// (bias, batch norm, ReLU or leaky ReLU), a transpose to the planar layout in registers, and
 /// the folded 2×2 max pooling. Workers split the units (the channel pairs of a small image).
@@ -25,13 +26,23 @@ extension ConvolutionLayer {
     }()
 
     /// Whether an ungrouped convolution on the packed GEMM's CPUs takes the direct kernel:
-    /// horizontal stride 1 or 2, and output channels that fill at least 3/4 of the lanes of
-    /// their blocks of 16 (16, 24, 40, 125, … but not 5 or 20). Measured on this machine
-    /// (bench/README.md): every convolution of Tiny YOLO is at least as fast this way, from
-    /// 3→16 channels at 416×416 (equal) to 1024→1024 at 13×13 (12–14 % faster).
+    /// horizontal stride 1 or 2, and more than one block of output channels that fill at least
+    /// 3/4 of their lanes (24, 32, 40, 125, … but not 16 or 20). Measured on this machine
+    /// (bench/README.md, Tiny YOLO layer by layer): from 16→32 channels at 208×208 to
+    /// 1024→1024 at 13×13 the direct kernel is as fast or 10–14 % faster; with one block (3→16
+    /// at 416×416) it loads a weight vector per 14 FMAs or fewer and was 10 % slower on two
+    /// threads than the GEMM reading its input in place.
     static func takesDirect(outputChannels: Int, sw: Int) -> Bool {
         guard sw == 1 || sw == 2 else { return false }
-        return forcedDirect ?? (outputChannels * 4 >= NNPackedGemm.roundUp(outputChannels, 16) * 3)
+        return forcedDirect ?? (outputChannels > 16 && outputChannels * 4 >= NNPackedGemm.roundUp(outputChannels, 16) * 3)
+    }
+
+    /// Whether the input can be read as it is: the padded copy would be the same array (no
+    /// padding, and no row or column past the input is read).
+    private func readsInputInPlace(_ conv: inout cg_conv) -> Bool {
+        var hp = 0, wp = 0
+        cg_conv_padded_size(&conv, &hp, &wp)
+        return conv.pad_h == 0 && conv.pad_w == 0 && hp == conv.h && wp == conv.w
     }
 
     /// Whether the folded pooling runs inside the kernel (not when steps remain for a pass of
@@ -62,16 +73,24 @@ extension ConvolutionLayer {
         // Pooling after a pass of the remaining steps: the convolution goes to scratch first.
         let convOut: UnsafeMutablePointer<Float>? = pooled && pool == 0 ? NNPackedGemm.aligned(work + NNThreads.cores * perWorker) : nil
         let pw = g.outW / 2, pooledPlane = (g.outH / 2) * pw
+        // (The kernel reads no lane past a row's last pixel, so an unpadded input needs no copy.)
+        let inPlace = readsInputInPlace(&conv)
         for image in 0..<xs.images {
             let xi = x + image * xs.chw
             let yi = y + image * m * (pooled ? pooledPlane : n)
             let target = convOut ?? yi
-            padInput(&conv, xi, into: padded, workers: workers)
+            let input: UnsafePointer<Float>
+            if inPlace {
+                input = UnsafePointer(xi)
+            } else {
+                padInput(&conv, xi, into: padded, workers: workers)
+                input = UnsafePointer(padded)
+            }
             NNGemm.run(workers: workers) { worker in
                 let u0 = Swift.min(units, worker * share), u1 = Swift.min(units, u0 + share)
                 guard u0 < u1 else { return }
                 post.withGemmEpilogue(perColumn: true, offset: 0) { epilogue in
-                    cg_direct_conv(&conv, padded, packed.data, m, u0, u1, target, epilogue, pool, work + worker * perWorker)
+                    cg_direct_conv(&conv, input, packed.data, m, u0, u1, target, epilogue, pool, work + worker * perWorker)
                 }
             }
             if post.needsPass {
