@@ -10,7 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define CG_TARGET __attribute__((target("avx512f,avx512vl,fma")))
+#include "cg_simd.h"
+
 #define CG_NC 1024
 #define CG_MC 144
 
@@ -39,21 +40,6 @@ static inline long cg_block_start(long b, long k) { return b * k / cg_blocks(k);
 #define CG_ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 #define CG_ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 #define CG_ROWS4(X) X(0) X(1) X(2) X(3)
-
-// Lanes [0, n) of a 16-lane mask (n may be ≤ 0 or ≥ 16).
-static inline __mmask16 cg_lanes(long n) {
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
-}
-
-// The epilogue on one vector of finished values: v·s + t, then the activation.
-CG_TARGET static inline __m512 cg_epi(__m512 v, __m512 s, __m512 t, const cg_epilogue *e) {
-    v = _mm512_fmadd_ps(v, s, t);
-    if (e->activation == CG_ACT_RELU) return _mm512_max_ps(_mm512_setzero_ps(), v); // NaN stays NaN, as in NNActivation
-    if (e->activation == CG_ACT_LEAKY_RELU) {
-        return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v, _mm512_set1_ps(e->alpha));
-    }
-    return v;
-}
 
 // C[mr × nr] (=|+=) A-panel · B-panel over kc, then the epilogue e (when not NULL) for the
 // tile at row `row`, column `col` of the whole C: `name` computes the rows ROWS lists (mr ≤
@@ -454,7 +440,7 @@ CG_TARGET void cg_gemv(long n, long k, const float *x, cg_operand b, float *y) {
 // MARK: Convolution rows read in place
 
 void cg_conv_padded_size(const cg_conv *g, long *hp, long *wp) {
-    long need_h = (g->out_h - 1) * g->sh + (g->kh - 1) * g->dh + 1, need_w = g->out_w - 1 + (g->kw - 1) * g->dw + 1;
+    long need_h = (g->out_h - 1) * g->sh + (g->kh - 1) * g->dh + 1, need_w = (g->out_w - 1) * g->sw + (g->kw - 1) * g->dw + 1;
     *hp = need_h > g->h + g->pad_h ? need_h : g->h + g->pad_h;
     *wp = need_w > g->w + g->pad_w ? need_w : g->w + g->pad_w;
 }

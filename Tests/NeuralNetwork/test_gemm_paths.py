@@ -4,8 +4,12 @@ On a CPU with AVX-512F, ungrouped convolutions and inner products of 16+ outputs
 Cortado's own packed GEMM (Sources/CGemm); `CORTADO_GEMM=openblas` puts them back on OpenBLAS,
 the path every other CPU takes. The cases of test_dense.py run again here on the OpenBLAS path,
 and shapes that reach the packed GEMM's other strategies (images cut into column bands, one
-wide row split over the workers) run on both paths against NumPy. Tolerances: test_dense's
-GEMM_TOL (float32 sums of a few thousand products against float64 references).
+wide row split over the workers) run on both paths against NumPy. Convolutions with many
+input channels take the direct kernel (output channels along the lanes) by default:
+`CORTADO_CONV=direct` forces it on every ungrouped convolution it supports and
+`CORTADO_CONV=gemm` keeps them all on the packed GEMM, so both kernels meet every shape here.
+Tolerances: test_dense's GEMM_TOL (float32 sums of a few thousand products against float64
+references).
 """
 import numpy as np
 import pytest
@@ -14,6 +18,8 @@ import test_dense as dense
 from nnharness import assert_close, builder, predict, rng
 
 PATHS = ["default", "openblas"]
+# The packed GEMM's two convolution kernels.
+CONV_PATHS = ["direct", "gemm"]
 
 
 def use_path(monkeypatch, path):
@@ -21,12 +27,56 @@ def use_path(monkeypatch, path):
         monkeypatch.setenv("CORTADO_GEMM", "openblas")
     else:
         monkeypatch.delenv("CORTADO_GEMM", raising=False)
+    if path in CONV_PATHS:
+        monkeypatch.setenv("CORTADO_CONV", path)
+    else:
+        monkeypatch.delenv("CORTADO_CONV", raising=False)
 
 
 @pytest.mark.parametrize("case", sorted(dense.CONV_CASES))
 def test_convolution_on_openblas(case, tmp_path, monkeypatch):
     use_path(monkeypatch, "openblas")
     dense.test_convolution(case, tmp_path)
+
+
+@pytest.mark.parametrize("case", sorted(dense.CONV_CASES))
+def test_convolution_on_direct_kernel(case, tmp_path, monkeypatch):
+    """Every case of test_dense on the direct kernel (the grouped ones stay on their path;
+    strides above 2 across stay on the GEMM)."""
+    use_path(monkeypatch, "direct")
+    dense.test_convolution(case, tmp_path)
+
+
+@pytest.mark.parametrize("shape", [(3, 101, 99, 6), (16, 64, 70, 20), (16, 30, 64, 20), (5, 12, 11, 7)])
+def test_conv_then_max_pool_on_direct_kernel(shape, tmp_path, monkeypatch):
+    """The pooling folded into the direct kernel: same reference, and bit for bit the separate
+    pooling (the same sums, then the same maximum)."""
+    use_path(monkeypatch, "direct")
+    dense.test_conv_folds_following_max_pool(*shape, tmp_path)
+
+
+@pytest.mark.parametrize("path", CONV_PATHS)
+def test_conv_sigmoid_then_max_pool(path, tmp_path, monkeypatch):
+    """conv → sigmoid → max pool 2×2 stride 2 at 13×13 with 140 input channels: the sigmoid is
+    folded but is not one of the kernels' own epilogues, so it runs as a pass of its own before
+    the pooling."""
+    use_path(monkeypatch, path)
+    cin, hw, cout = 140, 13, 40
+    r = rng(41)
+    w_spec = (r.normal(size=(cout, cin, 3, 3)) / np.sqrt(cin * 9)).astype(np.float32)
+    bias = r.normal(size=cout).astype(np.float32)
+    b = builder([("x", (cin, hw, hw))], [("y", (cout, hw // 2, hw // 2))])
+    b.add_convolution("conv", cin, cout, 3, 3, 1, 1, "same", 1, W=w_spec.transpose(2, 3, 1, 0), b=bias, has_bias=True,
+                      input_name="x", output_name="c")
+    b.add_activation("sigmoid", "SIGMOID", "c", "a")
+    b.add_pooling("pool", 2, 2, 2, 2, "MAX", "VALID", "a", "y")
+    xs = [r.normal(size=(cin, hw, hw)) for _ in range(2)]
+    outs = predict(b, [{"x": x} for x in xs], tmp_path)
+    pads = dense.same_pads(hw, 3, 1) * 2
+    for i, (x, o) in enumerate(zip(xs, outs)):
+        conv = dense.conv_ref(x, w_spec.astype(np.float64), bias, pads=pads)
+        expected = dense.pool_ref(1 / (1 + np.exp(-conv)), "MAX", (2, 2), (2, 2), (0, 0, 0, 0), True, None)
+        assert_close(o["y"], expected, **dense.GEMM_TOL, what=f"{path} image {i}")
 
 
 @pytest.mark.parametrize("rows", [1, 7, 256])
@@ -101,13 +151,15 @@ def test_in_place_convolution_dilated_and_strided(path, padding, tmp_path, monke
         assert_close(o["y"], np.maximum(conv, 0), **dense.GEMM_TOL, what=f"{path} {padding} image {i}")
 
 
-@pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("cin,hw,cout,k,stride", [(40, 13, 70, 3, 1), (64, 13, 96, 3, 1), (3, 9, 33, 3, 2), (300, 13, 125, 1, 1)])
+@pytest.mark.parametrize("path", PATHS + CONV_PATHS)
+@pytest.mark.parametrize("cin,hw,cout,k,stride", [(40, 13, 70, 3, 1), (64, 13, 96, 3, 1), (3, 9, 33, 3, 2), (300, 13, 125, 1, 1),
+                                                  (140, 20, 50, 3, 2)])
 def test_small_convolution_with_folded_steps(path, cin, hw, cout, k, stride, tmp_path, monkeypatch):
-    """Small outputs (13×13; 5×5 at stride 2), which the packed GEMM packs whole and splits by
-    output channels: channel counts that end mid-panel, K over several blocks, two workers'
-    share of the channels (64→96 at 13×13), a 1×1 head; bias, batch norm and leaky ReLU folded
-    in; two images per batch."""
+    """Small outputs (13×13; 5×5 and 10×10 at stride 2), which the packed GEMM packs whole and
+    splits by output channels and the direct kernel splits by pairs of channel blocks: channel
+    counts that end mid-panel or mid-block, K over several blocks (or chunks of input channels),
+    two workers' share of the channels (64→96 at 13×13), a 1×1 head; bias, batch norm and leaky
+    ReLU folded in; two images per batch."""
     use_path(monkeypatch, path)
     r = rng(23 + cin)
     w_spec = (r.normal(size=(cout, cin, k, k)) / np.sqrt(cin * k * k)).astype(np.float32)

@@ -36,6 +36,18 @@ extension ConvolutionLayer {
                 pad_h: g.offH, pad_w: g.offW, out_h: g.outH, out_w: g.outW)
     }
 
+    /// Writes the zero-padded copy of one image's input (`cg_conv_pad`), its channels split
+    /// over `workers`.
+    func padInput(_ conv: inout cg_conv, _ x: UnsafeMutablePointer<Float>, into padded: UnsafeMutablePointer<Float>, workers: Int) {
+        let padders = Swift.min(workers, kernelChannels), perChannels = (kernelChannels + padders - 1) / padders
+        var geometry = conv
+        NNGemm.run(workers: padders) { worker in
+            let c0 = worker * perChannels, c1 = Swift.min(kernelChannels, c0 + perChannels)
+            guard c0 < c1 else { return }
+            cg_conv_pad(&geometry, x, c0, c1, padded)
+        }
+    }
+
     func runInPlace(_ packed: NNPackedWeights, x: UnsafeMutablePointer<Float>, xs: NNShape, y: UnsafeMutablePointer<Float>,
                     g: Geometry, context: NNRunContext) {
         let k = kernelChannels * kh * kw, n = g.outH * g.outW, m = outputChannels
@@ -54,12 +66,7 @@ extension ConvolutionLayer {
         let outImage = pooled ? m * pooledPlane : m * n
         for image in 0..<xs.images {
             let xi = x + image * xs.chw, yi = y + image * outImage
-            let padders = Swift.min(workers, kernelChannels), perChannels = (kernelChannels + padders - 1) / padders
-            NNGemm.run(workers: padders) { worker in
-                let c0 = worker * perChannels, c1 = Swift.min(kernelChannels, c0 + perChannels)
-                guard c0 < c1 else { return }
-                cg_conv_pad(&conv, xi, c0, c1, padded)
-            }
+            padInput(&conv, xi, into: padded, workers: workers)
             NNGemm.run(workers: workers) { worker in
                 let u0 = Swift.min(units, worker * share), u1 = Swift.min(units, u0 + share)
                 guard u0 < u1 else { return }

@@ -27,7 +27,9 @@ import CortadoSpec
 /// of the forms the GEMM applies (bias or batch norm, then ReLU or leaky ReLU) run on each
 /// tile of the output as it is finished. Large images with few output channels read the
 /// input in place instead (`Convolution+InPlace.swift`). A 2×2 stride-2 max pooling that reads only this
-/// layer's output can be folded in too (`Convolution+Pool.swift`).
+/// layer's output can be folded in too (`Convolution+Pool.swift`). Most layers (horizontal
+/// stride 1 or 2, output channels filling blocks of 16) run a direct convolution with the
+/// output channels along the lanes instead (`Convolution+Direct.swift`).
 final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @unchecked Sendable {
     enum Padding {
         case valid(top: Int, bottom: Int, left: Int, right: Int)
@@ -44,7 +46,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
     let outputSize: (h: Int, w: Int)?
     /// The weights as the spec lays them out (empty when only `packed` is kept).
     let weights: NNFloats
-    /// The weights packed for `NNPackedGemm` (ungrouped convolutions, when it is enabled).
+    /// The weights packed for `NNPackedGemm` (ungrouped convolutions, when it is enabled), or
+    /// for the direct kernel (`Convolution+Direct.swift`).
     let packed: NNPackedWeights?
     let weightForm: String
     private(set) var post: NNChannelEpilogue
@@ -93,7 +96,10 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
         if NNPackedGemm.enabled && !deconvolution && groups == 1 {
             // Only the packed copy is kept.
             let (m, k) = (outputChannels, kernelChannels * kh * kw)
-            packed = decoded.withUnsafeBufferPointer { NNPackedWeights(a: $0.baseAddress!, m: m, k: k, ld: k) }
+            let direct = Self.takesDirect(outputChannels: m, sw: sw)
+            packed = decoded.withUnsafeBufferPointer {
+                direct ? NNPackedWeights(direct: $0.baseAddress!, m: m, k: k) : NNPackedWeights(a: $0.baseAddress!, m: m, k: k, ld: k)
+            }
             weights = NNFloats([])
         } else {
             packed = nil
@@ -210,6 +216,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
             return NNGemm.slots * (outputChannels / groups) * kh * kw * x.hw
         }
         let k = kernelChannels * kh * kw, n = g.outH * g.outW
+        if let packed, packed.role == .direct { return directScratch(g: g, xs: x) }
         if pooled { return pooledScratch(k: k, g: g, xs: x) }
         if packed != nil { return inPlace(k: k, g: g) ? inPlaceScratch(k: k, g: g, xs: x) : packedScratch(k: k, n: n) }
         if pointwise && groups == 1 { return 0 }
@@ -222,6 +229,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
         let g = try! geometry(h: xs.h, w: xs.w)
         if deconvolution {
             runDeconvolution(x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), ys: ys, g: g, context: context)
+        } else if let packed, packed.role == .direct {
+            runDirect(packed, x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), g: g, context: context)
         } else if let packed, pooled {
             runPooled(packed, x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), g: g, context: context)
         } else if let packed {

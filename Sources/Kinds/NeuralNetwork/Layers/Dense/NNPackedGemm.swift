@@ -46,9 +46,11 @@ enum NNPackedGemm {
 }
 
 /// A constant GEMM operand packed once (weights), in 64-byte aligned memory it owns: the A
-/// operand `[m × k]` in row panels, or the B operand `[k × n]` in column panels.
+/// operand `[m × k]` in row panels, or the B operand `[k × n]` in column panels; or a
+/// convolution's weights in blocks of 16 output channels for the direct kernel
+/// (`cortado_direct.h`).
 final class NNPackedWeights: @unchecked Sendable {
-    enum Role { case a, b }
+    enum Role { case a, b, direct }
     let role: Role
     /// Rows of A or columns of B, and the shared dimension.
     let count: Int, k: Int
@@ -77,6 +79,17 @@ final class NNPackedWeights: @unchecked Sendable {
         width = NNPackedGemm.roundUp(n, NNPackedGemm.nr)
         (raw, data) = Self.allocate(Int(cg_packed_b_count(k, n)))
         cg_pack_b(NNPackedGemm.plain(w, ld: ld, transposed: true), k, 0, n, data, width, 0)
+    }
+
+    /// Packs `w` (`m × k`, row-major: a convolution's `[Cout, Cin·kH·kW]` weights) as
+    /// `[⌈m/16⌉][k][16]` for `cg_direct_conv`.
+    init(direct w: UnsafePointer<Float>, m: Int, k: Int) {
+        role = .direct
+        count = m
+        self.k = k
+        width = NNPackedGemm.roundUp(m, 16)
+        (raw, data) = Self.allocate(Int(cg_direct_weights_count(m, k)))
+        cg_direct_pack(w, m, k, data)
     }
 
     private static func allocate(_ floats: Int) -> (UnsafeMutableRawPointer, UnsafeMutablePointer<Float>) {

@@ -1,0 +1,104 @@
+import CCortadoGemm
+import Foundation
+
+/// A direct convolution with the output channels along the vector lanes (`cortado_direct.h`).
+///
+/// The packed GEMM puts output pixels along the lanes: a 13×13 output's 169 pixels fill 176
+/// lanes, and every call packs the im2col matrix (6.5 MB for a 1024-channel 3×3 layer). Here
+/// the weights are packed at load in blocks of 16 output channels, the input is copied once
+/// with its zero border (`cg_conv_pad`; read as it is when there is no border), and a register
+/// tile of 2 blocks × up to 14 pixels of one output row broadcasts input values straight from
+/// that copy. Each unit of work (a pair
+/// of channel blocks × a band of output rows) finishes its own output: the epilogue per lane
+/// (bias, batch norm, ReLU or leaky ReLU), a transpose to the planar layout in registers, and
+/// the folded 2×2 max pooling. Workers split the units (the channel pairs of a small image).
+///
+/// Which layers take it is decided at load, from the layer alone (the image size is not known
+/// then); `CORTADO_CONV=gemm` or `direct` overrides the rule (to compare the two).
+extension ConvolutionLayer {
+    /// `CORTADO_CONV`: nil (the rule), or forced to the direct kernel (true) or the GEMM (false).
+    static let forcedDirect: Bool? = {
+        switch ProcessInfo.processInfo.environment["CORTADO_CONV"]?.lowercased() {
+        case "direct"?: return true
+        case "gemm"?: return false
+        default: return nil
+        }
+    }()
+
+    /// Whether an ungrouped convolution on the packed GEMM's CPUs takes the direct kernel:
+    /// horizontal stride 1 or 2, and more than one block of output channels that fill at least
+    /// 3/4 of their lanes (24, 32, 40, 125, … but not 16 or 20). Measured on this machine
+    /// (bench/README.md, Tiny YOLO layer by layer): from 16→32 channels at 208×208 to
+    /// 1024→1024 at 13×13 the direct kernel is as fast or 10–14 % faster; with one block (3→16
+    /// at 416×416) it loads a weight vector per 14 FMAs or fewer and was 10 % slower on two
+    /// threads than the GEMM reading its input in place.
+    static func takesDirect(outputChannels: Int, sw: Int) -> Bool {
+        guard sw == 1 || sw == 2 else { return false }
+        return forcedDirect ?? (outputChannels > 16 && outputChannels * 4 >= NNPackedGemm.roundUp(outputChannels, 16) * 3)
+    }
+
+    /// Whether the input can be read as it is: the padded copy would be the same array (no
+    /// padding, and no row or column past the input is read).
+    private func readsInputInPlace(_ conv: inout cg_conv) -> Bool {
+        var hp = 0, wp = 0
+        cg_conv_padded_size(&conv, &hp, &wp)
+        return conv.pad_h == 0 && conv.pad_w == 0 && hp == conv.h && wp == conv.w
+    }
+
+    /// Whether the folded pooling runs inside the kernel (not when steps remain for a pass of
+    /// their own after it).
+    private var poolsInKernel: Bool { pooled && !post.needsPass }
+
+    /// The padded input, one workspace per worker, and (pooling after a pass) the whole
+    /// convolution output.
+    func directScratch(g: Geometry, xs: NNShape) -> Int {
+        var conv = convGeometry(g, xs: xs)
+        var count = Int(cg_conv_padded_count(&conv)) + 16
+        count += NNThreads.cores * Int(cg_direct_workspace_count(&conv, poolsInKernel ? 1 : 0))
+        if pooled && !poolsInKernel { count += outputChannels * g.outH * g.outW + 16 }
+        return count
+    }
+
+    func runDirect(_ packed: NNPackedWeights, x: UnsafeMutablePointer<Float>, xs: NNShape, y: UnsafeMutablePointer<Float>,
+                   g: Geometry, context: NNRunContext) {
+        let m = outputChannels, n = g.outH * g.outW
+        var conv = convGeometry(g, xs: xs)
+        let pool: Int32 = poolsInKernel ? 1 : 0
+        let padded = NNPackedGemm.aligned(context.scratch)
+        let work = padded + Int(cg_conv_padded_count(&conv))
+        let perWorker = Int(cg_direct_workspace_count(&conv, pool))
+        let units = cg_direct_units(&conv, m, pool)
+        let workers = NNPackedGemm.workers(context, items: units)
+        let share = (units + workers - 1) / workers
+        // Pooling after a pass of the remaining steps: the convolution goes to scratch first.
+        let convOut: UnsafeMutablePointer<Float>? = pooled && pool == 0 ? NNPackedGemm.aligned(work + NNThreads.cores * perWorker) : nil
+        let pw = g.outW / 2, pooledPlane = (g.outH / 2) * pw
+        // (The kernel reads no lane past a row's last pixel, so an unpadded input needs no copy.)
+        let inPlace = readsInputInPlace(&conv)
+        for image in 0..<xs.images {
+            let xi = x + image * xs.chw
+            let yi = y + image * m * (pooled ? pooledPlane : n)
+            let target = convOut ?? yi
+            let input: UnsafePointer<Float>
+            if inPlace {
+                input = UnsafePointer(xi)
+            } else {
+                padInput(&conv, xi, into: padded, workers: workers)
+                input = UnsafePointer(padded)
+            }
+            NNGemm.run(workers: workers) { worker in
+                let u0 = Swift.min(units, worker * share), u1 = Swift.min(units, u0 + share)
+                guard u0 < u1 else { return }
+                post.withGemmEpilogue(perColumn: true, offset: 0) { epilogue in
+                    cg_direct_conv(&conv, input, packed.data, m, u0, u1, target, epilogue, pool, work + worker * perWorker)
+                }
+            }
+            if post.needsPass {
+                for c in 0..<m { post.apply(target + c * n, count: n, channel: c) }
+            }
+            if let convOut {
+                Self.pool(convOut, channels: m, rows: g.outH / 2, convW: g.outW, planeStride: n, into: yi, pooledW: pw, pooledPlane: pooledPlane)
+            }
+        }
+    }
+}
