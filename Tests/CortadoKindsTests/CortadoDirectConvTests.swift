@@ -25,16 +25,6 @@ final class CortadoDirectConvTests: XCTestCase {
         var epilogue = false
     }
 
-    /// Deterministic values in [-1, 1).
-    private struct Values {
-        var state: UInt64
-        mutating func next() -> Float {
-            state = state &* 6364136223846793005 &+ 1442695040888963407
-            return Float(Int64(bitPattern: state >> 11) % 2_000_000) / 1_000_000 - 1
-        }
-        mutating func array(_ count: Int) -> [Float] { (0..<count).map { _ in next() } }
-    }
-
     private let u = Double(Float.ulpOfOne) / 2
 
     private func run(_ t: Case, seed: UInt64, file: StaticString = #filePath, line: UInt = #line) {
@@ -51,7 +41,7 @@ final class CortadoDirectConvTests: XCTestCase {
         var g = cg_conv(channels: t.cin, h: t.h, w: t.w, kh: t.k, kw: t.k, sh: t.sh, sw: t.sw, dh: t.d, dw: t.d,
                         pad_h: padT, pad_w: padL, out_h: outH, out_w: outW)
         XCTAssertEqual(cg_direct_supported(&g), 1, what, file: file, line: line)
-        var values = Values(state: seed)
+        var values = SeededFloats(state: seed)
         let kk = t.cin * t.k * t.k
         let x = values.array(t.cin * t.h * t.w), w = values.array(t.m * kk)
         let scale = values.array(t.m), shift = values.array(t.m)

@@ -14,16 +14,6 @@ final class CortadoGemmTests: XCTestCase {
         try XCTSkipUnless(cg_available() != 0, "this CPU has no AVX-512F: Cortado's GEMM is not used here")
     }
 
-    /// Deterministic values in [-1, 1).
-    private struct Values {
-        var state: UInt64
-        mutating func next() -> Float {
-            state = state &* 6364136223846793005 &+ 1442695040888963407
-            return Float(Int64(bitPattern: state >> 11) % 2_000_000) / 1_000_000 - 1
-        }
-        mutating func array(_ count: Int) -> [Float] { (0..<count).map { _ in next() } }
-    }
-
     /// 64-byte aligned storage for packed operands.
     private final class Aligned {
         let p: UnsafeMutablePointer<Float>
@@ -71,7 +61,7 @@ final class CortadoGemmTests: XCTestCase {
     ]
 
     func testGemmMatchesNaiveAcrossFormsAndShapes() {
-        var values = Values(state: 1)
+        var values = SeededFloats(state: 1)
         for (m, n, k) in Self.shapes {
             let lda = k + 3, ldb = n + 5, ldc = n + 7
             let a = values.array(m * lda), b = values.array(k * ldb)
@@ -128,7 +118,7 @@ final class CortadoGemmTests: XCTestCase {
 
     /// Packed views that start on a later panel compute the matching block of rows or columns.
     func testPackedViewsFromLaterPanels() {
-        var values = Values(state: 2)
+        var values = SeededFloats(state: 2)
         let m = 50, n = 100, k = 300
         let a = values.array(m * k), b = values.array(k * n)
         let pa = Aligned(Int(cg_packed_a_count(m, k))), pb = Aligned(Int(cg_packed_b_count(k, n)))
@@ -151,7 +141,7 @@ final class CortadoGemmTests: XCTestCase {
 
     /// The same products as OpenBLAS's sgemm, within the same bound.
     func testGemmAgreesWithOpenBLAS() {
-        var values = Values(state: 3)
+        var values = SeededFloats(state: 3)
         for (m, n, k) in [(64, 169, 576), (257, 100, 1025), (7, 1030, 64)] {
             let a = values.array(m * k), b = values.array(k * n)
             var ours = [Float](repeating: 0, count: m * n), blas = ours
@@ -183,7 +173,7 @@ final class CortadoGemmTests: XCTestCase {
     /// then none, ReLU or leaky ReLU, over k spanning several blocks (and k = 0), with
     /// accumulation; the same bound on x·scale + shift (the activations are exact).
     func testEpilogueOnFinishedTiles() {
-        var values = Values(state: 6)
+        var values = SeededFloats(state: 6)
         let m = 29, n = 45, lda = 600, ldc = n + 3
         let a = values.array(m * lda), b = values.array(lda * n)
         let workspace = Aligned(Int(cg_workspace_count()))
@@ -242,7 +232,7 @@ final class CortadoGemmTests: XCTestCase {
     }
 
     func testGemvOnPackedColumns() {
-        var values = Values(state: 4)
+        var values = SeededFloats(state: 4)
         for (n, k) in [(1, 1), (10, 784), (33, 31), (512, 513), (1000, 2)] {
             let w = values.array(n * k), x = values.array(k)  // w is n×k; B = wᵀ
             let width = (n + 31) / 32 * 32
@@ -264,7 +254,7 @@ final class CortadoGemmTests: XCTestCase {
     /// The im2col matrix packed straight from an image, multiplied by the weights, against a
     /// naive convolution: padding, stride, dilation, 1×1 and widths that cut panels mid-row.
     func testPackedConvolutionMatchesNaiveConvolution() {
-        var values = Values(state: 5)
+        var values = SeededFloats(state: 5)
         // channels, h, w, kh, kw, sh, sw, dh, dw, padH, padW, filters
         let cases: [(Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int)] = [
             (3, 13, 13, 3, 3, 1, 1, 1, 1, 1, 1, 16), (5, 9, 31, 3, 2, 2, 3, 1, 1, 1, 0, 13), (2, 17, 11, 3, 3, 1, 1, 2, 2, 2, 2, 7),
@@ -304,7 +294,7 @@ final class CortadoGemmTests: XCTestCase {
     /// dilation, asymmetric padding, filter counts that end mid-panel, K over several blocks,
     /// and a range of output rows written into a C wider than it (as a band of the output).
     func testInPlaceConvolutionMatchesNaiveConvolution() {
-        var values = Values(state: 13)
+        var values = SeededFloats(state: 13)
         // channels, h, w, kh, kw, sh, dh, dw, padH, padW, filters
         let cases: [(Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int)] = [
             (3, 20, 47, 3, 3, 1, 1, 1, 1, 1, 16), (40, 9, 64, 3, 3, 1, 1, 1, 1, 1, 20), (5, 17, 15, 3, 3, 2, 2, 2, 2, 1, 7),
