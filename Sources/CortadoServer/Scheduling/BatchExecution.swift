@@ -14,16 +14,15 @@ extension ServedModel {
         // One clock reading ends each step and starts the next (the clock is read ~4 times a
         // call, not 6).
         var now = DispatchTime.now().uptimeNanoseconds
+        var answers = PendingAnswers()
         if jobs.count == 1 {
             // The common case without a batcher: no grouping to do.
             let job = jobs.first!
-            var answers = PendingAnswers()
             if let (rows, queued, input) = prepare(job, clock: &now) {
                 runAlone(job, rows: rows, queued: queued, input: input, began: now, into: &answers)
             }
             return answers
         }
-        var answers = PendingAnswers()
         var ready: [(job: PredictionJob, rows: [MLFeatureProvider], queued: UInt64, input: UInt64)] = []
         ready.reserveCapacity(jobs.count)
         for job in jobs {

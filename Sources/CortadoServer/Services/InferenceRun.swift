@@ -67,13 +67,12 @@ final class InferenceRun {
         }
         // By index, each tensor borrowed in place (a copy would retain each of its fields).
         for index in request.inputs.indices {
-            let column = try column(request.inputs[index], raw: useRaw ? UnsafeRawBufferPointer(rebasing: storage[request.raw[index]]) : nil,
-                                    mappings: mappings, columns: columns)
-            let rows = column.1
+            let (column, rows) = try column(request.inputs[index], raw: useRaw ? UnsafeRawBufferPointer(rebasing: storage[request.raw[index]]) : nil,
+                                            mappings: mappings, columns: columns)
             if batch < 0 { batch = rows } else if rows != batch {
-                throw bad("input '\(column.0.mapping.name)' has \(rows) rows but an earlier input has \(batch)")
+                throw bad("input '\(column.mapping.name)' has \(rows) rows but an earlier input has \(batch)")
             }
-            columns.append(column.0)
+            columns.append(column)
         }
         for m in mappings where !m.feature.isOptional && !columns.contains(where: { $0.mapping === m }) {
             throw bad("model '\(model.name)': required input '\(m.name)' is missing (expected \(m.datatype) \([-1] + m.dims))")
@@ -98,7 +97,7 @@ final class InferenceRun {
     /// Checks one input tensor against the model's inputs and reads its elements; with the
     /// rows it holds.
     private func column(_ tensor: borrowing InferRequestView.Input, raw: UnsafeRawBufferPointer?, mappings: [TensorMapping],
-                        columns: [Column]) throws -> (Column, Int) {
+                        columns: [Column]) throws -> (column: Column, rows: Int) {
         let model = served.model
         guard let mapping = mappings.first(where: { $0.name == tensor.name }) else {
             throw bad("model '\(model.name)' has no input named '\(tensor.name)' (inputs: \(mappings.map(\.name).joined(separator: ", ")))")
