@@ -1,8 +1,9 @@
 // Cortado's packed, cache-blocked SGEMM (see include/cortado_gemm.h).
 //
 // Loop order (Goto's): column blocks of CG_NC → k blocks of up to CG_KC (B's block packed,
-// kept in L2) → row blocks of CG_MC (A's block packed) → row panels of CG_MR (the A
-// micro-panel, CG_MR × CG_KC floats, stays in L1) → column panels of CG_NR (B micro-panels stream from
+// kept in L2) → row blocks of CG_MC (A's block packed; a row-major A's full row panels are
+// read in place instead) → row panels of CG_MR (the A micro-panel, CG_MR × CG_KC floats,
+// stays in L1) → column panels of CG_NR (B micro-panels stream from
 // L2) → the micro-kernel, a CG_MR × CG_NR tile of C held in 24 zmm accumulators.
 #include "cortado_gemm.h"
 
@@ -45,7 +46,7 @@ static inline long cg_block_start(long b, long k) { return b * k / cg_blocks(k);
 // tile at row `row`, column `col` of the whole C: `name` computes the rows ROWS lists (mr ≤
 // their count; A's panel stride stays CG_MR) and nr ≤ 32 columns, two zmm accumulators a row.
 #define CG_DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
-#define CG_FMA(i) { __m512 ai = _mm512_set1_ps(a[i]); c##i##0 = _mm512_fmadd_ps(ai, b0, c##i##0); c##i##1 = _mm512_fmadd_ps(ai, b1, c##i##1); }
+#define CG_FMA(i) { __m512 ai = _mm512_set1_ps(CG_A(i)); c##i##0 = _mm512_fmadd_ps(ai, b0, c##i##0); c##i##1 = _mm512_fmadd_ps(ai, b1, c##i##1); }
 #define CG_STORE_FULL(i) { float *ci = c + i * ldc; \
     if (add) { c##i##0 = _mm512_add_ps(c##i##0, _mm512_loadu_ps(ci)); c##i##1 = _mm512_add_ps(c##i##1, _mm512_loadu_ps(ci + 16)); } \
     if (e) { CG_EPI_ROW(i) c##i##0 = cg_epi(c##i##0, s0, t0, e); c##i##1 = cg_epi(c##i##1, s1, t1, e); } \
@@ -78,14 +79,14 @@ static inline long cg_block_start(long b, long k) { return b * k / cg_blocks(k);
             const float *bk = BROW; \
             __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16); \
             ROWS(CG_FMA) \
-            a += CG_MR; BNEXT; \
+            CG_A_NEXT; BNEXT; \
         } \
     } \
     for (; p < kc; p++) { \
         const float *bk = BROW; \
         __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16); \
         ROWS(CG_FMA) \
-        a += CG_MR; BNEXT; \
+        CG_A_NEXT; BNEXT; \
     } \
     __mmask16 m0 = cg_lanes(nr), m1 = cg_lanes(nr - 16); \
     CG_EPI_COLUMNS(m0, m1) \
@@ -106,7 +107,7 @@ CG_TARGET static void name(long kc, const float *restrict a, const float *restri
 
 // The same for a panel with at most 16 valid columns (one zmm a row).
 #define CG_DECL1(i) __m512 c##i##0 = _mm512_setzero_ps();
-#define CG_FMA1(i) c##i##0 = _mm512_fmadd_ps(_mm512_set1_ps(a[i]), b0, c##i##0);
+#define CG_FMA1(i) c##i##0 = _mm512_fmadd_ps(_mm512_set1_ps(CG_A(i)), b0, c##i##0);
 #define CG_STORE1(i) if (i < mr) { float *ci = c + i * ldc; \
     if (add) c##i##0 = _mm512_add_ps(c##i##0, _mm512_maskz_loadu_ps(m0, ci)); \
     if (e) { CG_EPI_ROW(i) c##i##0 = cg_epi(c##i##0, s0, t0, e); } \
@@ -116,7 +117,7 @@ CG_TARGET static void name(long kc, const float *restrict a, const float *restri
     for (long p = 0; p < kc; p++) { \
         __m512 b0 = _mm512_loadu_ps(BROW); \
         ROWS(CG_FMA1) \
-        a += CG_MR; BNEXT; \
+        CG_A_NEXT; BNEXT; \
     } \
     __mmask16 m0 = cg_lanes(nr); \
     CG_EPI_COLUMNS(m0, 0) \
@@ -146,8 +147,67 @@ CG_TARGET static void name(long kc, const float *restrict a, const float *restri
         if (mr > 8) cg_kernel_12x16##S ARGS; else if (mr > 4) cg_kernel_8x16##S ARGS; else cg_kernel_4x16##S ARGS; \
     }
 
+// A's value for row i at the current k, and the step to the next k: a packed row panel.
+#define CG_A(i) a[i]
+#define CG_A_NEXT a += CG_MR
 CG_KERNEL_SET(CG_KERNEL_32, CG_KERNEL_16, )
 CG_KERNEL_SET(CG_KERNEL_32_IN_PLACE, CG_KERNEL_16_IN_PLACE, _in_place)
+#undef CG_A
+#undef CG_A_NEXT
+
+// Twelve rows of a row-major A read in place, lda floats apart: a full row panel of an
+// unpacked A is not packed (the broadcasts read each row's floats in turn, as the packed
+// panel's would be read). Rows are addressed from three bases (rows 0, 4 and 8) plus 0, 1, 2
+// or 3 row strides. The 32-column kernel has its own k loop, not unrolled: unrolled four
+// times like the packed kernels, clang (with the frame pointer kept, as SwiftPM builds) ran
+// out of registers and spilled accumulators, at half the speed. As it is, 256×512×784 runs
+// 1–2 % faster than with A packed first, and 256×10×512 in 40 µs instead of 50–56 µs.
+#define CG_A(i) CG_A_##i
+#define CG_A_0 a0[0]
+#define CG_A_1 a0[l1]
+#define CG_A_2 a0[l2]
+#define CG_A_3 a0[l3]
+#define CG_A_4 a4[0]
+#define CG_A_5 a4[l1]
+#define CG_A_6 a4[l2]
+#define CG_A_7 a4[l3]
+#define CG_A_8 a8[0]
+#define CG_A_9 a8[l1]
+#define CG_A_10 a8[l2]
+#define CG_A_11 a8[l3]
+#define CG_A_NEXT (a0++, a4++, a8++)
+#define CG_A_ROWS_SETUP const float *a0 = a, *a4 = a + 4 * lda, *a8 = a + 8 * lda; const long l1 = lda, l2 = 2 * lda, l3 = 3 * lda;
+CG_TARGET __attribute__((noinline)) static void cg_kernel_12x32_a_rows(long kc, const float *restrict a, long lda, const float *restrict b,
+                                                                      float *restrict c, long ldc, int add, long mr, long nr,
+                                                                      const cg_epilogue *e, long row, long col) {
+    CG_A_ROWS_SETUP
+    CG_ROWS12(CG_DECL)
+    for (long i = 0; i < mr; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
+    }
+#if defined(__clang__)
+#pragma clang loop unroll(disable)
+#endif
+    for (long p = 0; p < kc; p++) {
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        CG_ROWS12(CG_FMA)
+        CG_A_NEXT; b += CG_NR;
+    }
+    __mmask16 m0 = cg_lanes(nr), m1 = cg_lanes(nr - 16);
+    CG_EPI_COLUMNS(m0, m1)
+    if (mr == 12 && nr == CG_NR) { CG_ROWS12(CG_STORE_FULL) return; }
+    CG_ROWS12(CG_STORE_PART)
+}
+CG_TARGET __attribute__((noinline)) static void cg_kernel_12x16_a_rows(long kc, const float *restrict a, long lda, const float *restrict b,
+                                                                      float *restrict c, long ldc, int add, long mr, long nr,
+                                                                      const cg_epilogue *e, long row, long col) {
+    CG_A_ROWS_SETUP
+    CG_KERNEL_16_BODY(CG_ROWS12, b, b += CG_NR)
+}
+#undef CG_A
+#undef CG_A_NEXT
+#undef CG_A_ROWS_SETUP
 
 // The kernel for an mr × nr tile: the narrowest that covers it.
 CG_TARGET static inline void cg_tile(long kc, const float *a, const float *b, float *c, long ldc, int add, long mr, long nr,
@@ -377,23 +437,34 @@ CG_TARGET void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float
             }
             for (long ic = 0; ic < m; ic += mc_step) {
                 long mc = cg_min(mc_step, m - ic);
+                // A row-major A's full row panels are read in place; only a last, partial
+                // panel is packed (its kernel reads 12 rows).
+                long in_place = a.form == CG_ROW_MAJOR ? mc / CG_MR * CG_MR : 0;
+                // Packed panels: from ablk, the first for row ir = first_packed.
                 const float *ablk;
+                long first_packed = in_place;
                 if (a.form == CG_PACKED) {
                     ablk = a.data + p0 * a.width + (a.panel + ic / CG_MR) * kcb * CG_MR;
                 } else {
                     cg_operand view = a;
-                    view.data = a.form == CG_ROW_MAJOR ? a.data + ic * a.ld : a.data + ic;
-                    cg_pack_a_block(view, mc, p0, kcb, wa);
+                    view.data = a.form == CG_ROW_MAJOR ? a.data + (ic + in_place) * a.ld : a.data + ic;
+                    if (mc > in_place) cg_pack_a_block(view, mc - in_place, p0, kcb, wa);
                     ablk = wa;
                 }
                 for (long ir = 0; ir < mc; ir += CG_MR) {
                     long mr = cg_min(CG_MR, mc - ir);
-                    const float *ap = ablk + (ir / CG_MR) * kcb * CG_MR;
+                    const float *arow = ir < in_place ? a.data + (ic + ir) * a.ld + p0 : NULL;
+                    const float *ap = arow ? NULL : ablk + ((ir - first_packed) / CG_MR) * kcb * CG_MR;
                     float *crow = c + (ic + ir) * ldc + jc;
                     for (long jr = 0; jr < nc; jr += CG_NR) {
                         long nr = cg_min(CG_NR, nc - jr);
                         const float *bp = bblk + (jr / CG_NR) * kcb * CG_NR;
-                        cg_tile(kcb, ap, bp, crow + jr, ldc, add, mr, nr, finish, ic + ir, jc + jr);
+                        if (arow) {
+                            if (nr > 16) cg_kernel_12x32_a_rows(kcb, arow, a.ld, bp, crow + jr, ldc, add, mr, nr, finish, ic + ir, jc + jr);
+                            else cg_kernel_12x16_a_rows(kcb, arow, a.ld, bp, crow + jr, ldc, add, mr, nr, finish, ic + ir, jc + jr);
+                        } else {
+                            cg_tile(kcb, ap, bp, crow + jr, ldc, add, mr, nr, finish, ic + ir, jc + jr);
+                        }
                     }
                 }
             }

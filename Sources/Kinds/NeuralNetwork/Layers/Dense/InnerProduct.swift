@@ -37,9 +37,10 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
         let decoded = try NNWeights.values(p.weights, count: inputChannels * outputChannels, channels: outputChannels, name: "weights")
         weightForm = NNWeights.form(p.weights)
         let (n, k) = (outputChannels, inputChannels)
-        // With the packed copy, only it is kept.
-        packed = NNPackedGemm.enabled && n >= Self.packedChannels ? decoded.withUnsafeBufferPointer { NNPackedWeights(bTransposed: $0.baseAddress!, n: n, k: k, ld: k) } : nil
-        weights = packed == nil ? decoded : NNFloats([])
+        // With the packed copy, the spec's layout is kept only for a narrow layer's one-row
+        // product (OpenBLAS's sgemv).
+        packed = NNPackedGemm.enabled ? decoded.withUnsafeBufferPointer { NNPackedWeights(bTransposed: $0.baseAddress!, n: n, k: k, ld: k) } : nil
+        weights = packed == nil || n < Self.packedChannels ? decoded : NNFloats([])
         let bias = p.hasBias ? try NNWeights.floats(p.bias, count: outputChannels, name: "bias") : nil
         post = NNChannelEpilogue(channels: outputChannels, bias: bias)
     }
@@ -76,7 +77,7 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
         let x = context.pointer(inputs[0]), y = context.pointer(outputs[0])
         let rows = inputs[0].count / inputChannels
         let k = inputChannels, n = outputChannels
-        if let packed {
+        if let packed, rows > 1 || weights.count == 0 {
             runPacked(packed, x: x, y: y, rows: rows, context: context)
             return
         }
@@ -143,7 +144,9 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
     /// one-thread time; through a Dispatch wake-up it took longer than on one.)
     static let parallelGemv = 1 << 17
 
-    /// Output channels from which the packed kernels are used: narrower layers (a classifier's
-    /// last one) stay on OpenBLAS, which handles them faster.
+    /// Output channels from which one row's product runs on the packed kernels: a narrower
+    /// layer's (a classifier's last one) stays on OpenBLAS's sgemv. Batches run on the packed
+    /// GEMM at any width (256 rows × 512 → 10: 43 µs, against 49 µs with A packed and 61–66 µs
+    /// in OpenBLAS's sgemm).
     static let packedChannels = 16
 }
