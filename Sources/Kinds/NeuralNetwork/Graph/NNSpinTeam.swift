@@ -7,10 +7,10 @@ import Synchronization
 /// microseconds starts at once (handing work to a Dispatch worker costs ~10 µs on this 2-core
 /// machine, as much as half of a 784×512 GEMV).
 ///
-/// The pieces of a section are claimed, not assigned: the calling thread runs piece 0, then
-/// claims the rest one by one, and helpers claim what is left. A helper that is asleep or not
-/// scheduled (other processes on the cores) takes nothing, so the caller never waits for a
-/// helper that has not started; it only waits for pieces already running.
+/// The pieces of a section are claimed, not assigned: the calling thread runs piece 0, and
+/// helpers claim the rest. Pieces still unclaimed when the caller has finished piece 0 and
+/// waited as long again are claimed by the caller, so a helper that is asleep or not scheduled
+/// (other processes on the cores) costs a section at most its serial time plus piece 0's.
 ///
 /// One section at a time: `run` returns false when the team is busy (another prediction or a
 /// nested call), and the caller uses Dispatch instead.
@@ -63,7 +63,20 @@ final class NNSpinTeam: @unchecked Sendable {
                 condition.broadcast()
                 condition.unlock()
             }
+            let start = DispatchTime.now().uptimeNanoseconds
             body(0)
+            // A helper that has not claimed a piece yet may be waking up: wait for it as
+            // long as piece 0 took (at most), then take what is left. A sleeping helper
+            // wakes in tens of microseconds, so a long section is shared instead of run
+            // here alone, and a short one costs at most twice its serial time.
+            let now = DispatchTime.now().uptimeNanoseconds
+            let deadline = now + (now - start)
+            var polls = 0
+            while unclaimed(section) {
+                cg_pause()
+                polls += 1
+                if polls % 64 == 0 && DispatchTime.now().uptimeNanoseconds >= deadline { break }
+            }
             var finished = 0
             while let piece = claim(section) {
                 body(piece)
@@ -75,6 +88,12 @@ final class NNSpinTeam: @unchecked Sendable {
         }
         busy.store(false, ordering: .releasing)
         return true
+    }
+
+    /// True while section `section` has a piece nobody has claimed.
+    private func unclaimed(_ section: Int) -> Bool {
+        let current = next.load(ordering: .acquiring)
+        return current >> Self.indexBits == section && current & (1 << Self.indexBits - 1) < workers
     }
 
     /// The next piece of section `section`, or nil when none is left (or the section is over).
