@@ -42,7 +42,7 @@ public struct MLPredictionOptions: @unchecked Sendable {
     /// The backing for an output if one was given with the right element count,
     /// else a new array of `shape` and `dataType`.
     public func outputArray(named name: String, shape: [Int], dataType: MLMultiArrayDataType) throws -> MLMultiArray {
-        if let backing = outputBackings[name] {
+        if !outputBackings.isEmpty, let backing = outputBackings[name] {
             let count = shape.reduce(1, *)
             guard backing.count == count else {
                 throw MLModelError.featureType(name, "output backing has \(backing.count) elements, the output needs \(count) (shape \(shape))")

@@ -2,6 +2,7 @@ import CCortadoGemm
 import CortadoCore
 import CortadoSpec
 import Foundation
+import Synchronization
 
 /// A compiled `NeuralNetwork`, `NeuralNetworkClassifier` or `NeuralNetworkRegressor`.
 ///
@@ -51,6 +52,10 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
     let tensorArrays: Bool
     /// `RANK4_IMAGE_MAPPING`: image inputs are `[1, C, H, W]` tensors.
     let rank4Images: Bool
+    /// Batches may be split over the threads (`shares`): no custom layers (a plugin is called
+    /// from one thread at a time within a prediction) and no control flow (a branch decided
+    /// by a share's rows could go another way for the whole batch).
+    private let splittable: Bool
     /// Blobs the plans keep until the end.
     private let kept: Set<String>
     private let lock = NSLock()
@@ -93,6 +98,7 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         threads = context.configuration.threadCount > 0 ? context.configuration.threadCount : NNThreads.cores
         _ = NNThreads.blas // OpenBLAS's thread count, set before any layer calls it
         graph = try NNGraph(layers: layers, inputs: description.inputs.map(\.name))
+        splittable = !graph.nodes.contains { $0.layer is CustomLayer || $0.layer is any NNControlLayer }
 
         var inputs: [Input] = []
         for feature in description.inputs {
@@ -208,6 +214,7 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         let rows = (0..<batch.count).map { batch.features(at: $0) }
         if rows.count <= 1 { return try rows.map { try run([$0], options: options)[0] } }
         // Rows of one shape run as one batch along the Batch axis (up to 256 rows at a time).
+        if rows.count <= 256 { return try run(rows, options: options) }
         var out: [MLFeatureProvider] = []
         out.reserveCapacity(rows.count)
         var start = 0
@@ -252,13 +259,23 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
     private func run(_ rows: [MLFeatureProvider], options: MLPredictionOptions) throws -> [MLFeatureProvider] {
         let first = try rowShapes(rows[0])
         var stackable = rows.count > 1 && !tensorArrays && first.values.allSatisfy { $0.s == 1 }
+        // Each array input's multi-array in every row, looked up once per batch.
+        var arrays = RowArrays()
         if stackable {
-            // Compared input by input, without a dictionary per row.
+            arrays = RowArrays(inputs.map { input in
+                guard case .array = input.kind else { return [] }
+                return rows.map { Self.array(input.name, in: $0) }
+            })
+            // Compared input by input: an array with row 0's dimensions has its blob shape.
             let firstShapes = inputs.map { first[$0.name]! }
-            check: for row in rows.dropFirst() {
-                for (i, input) in inputs.enumerated() where try inputShape(input, in: row) != firstShapes[i] {
-                    stackable = false
-                    break check
+            check: for (i, input) in inputs.enumerated() {
+                let dims = arrays.columns[i].first??.shape
+                for r in 1..<rows.count {
+                    if let dims, arrays.columns[i][r]?.shape == dims { continue }
+                    if try inputShape(input, in: rows[r]) != firstShapes[i] {
+                        stackable = false
+                        break check
+                    }
                 }
             }
         }
@@ -266,18 +283,103 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
             return try rows.map { try run([$0], options: options)[0] }
         }
         let n = rows.count
+        let workers = shares(rows: n, options: options)
+        guard workers > 1 else { return try runStacked(rows, 0..<n, arrays: arrays, first: first, threads: threads, options: options) }
+        // One share of the rows per thread, each run on one thread with its own workspace.
+        let start = DispatchTime.now().uptimeNanoseconds
+        let per = (n + workers - 1) / workers
+        var results = [[MLFeatureProvider]](repeating: [], count: workers)
+        var failures = [Error?](repeating: nil, count: workers)
+        results.withUnsafeMutableBufferPointer { results in
+            failures.withUnsafeMutableBufferPointer { failures in
+                NNThreads.run(workers: workers) { w in
+                    let share = Swift.min(n, w * per)..<Swift.min(n, (w + 1) * per)
+                    guard !share.isEmpty else { return }
+                    do {
+                        results[w] = try runStacked(rows, share, arrays: arrays, first: first, threads: 1, options: options)
+                    } catch {
+                        failures[w] = error
+                    }
+                }
+            }
+        }
+        if let failure = failures.lazy.compactMap({ $0 }).first { throw failure }
+        noteRowTime(DispatchTime.now().uptimeNanoseconds - start, rows: n)
+        var out: [MLFeatureProvider] = []
+        out.reserveCapacity(n)
+        for share in results { out += share }
+        return out
+    }
+
+    /// An array input's value in a row (nil: left out).
+    private static func array(_ name: String, in row: MLFeatureProvider) -> MLMultiArray? {
+        guard let value = row.featureValue(for: name), !value.isUndefined else { return nil }
+        return value.multiArrayValue
+    }
+
+    /// The multi-arrays of a batch's rows, by input (in `inputs` order; empty for an image
+    /// input, and `columns` empty when they were not looked up).
+    private struct RowArrays {
+        var columns: [[MLMultiArray?]] = []
+        init() {}
+        init(_ columns: [[MLMultiArray?]]) { self.columns = columns }
+    }
+
+    // MARK: Splitting a batch over the threads
+
+    /// `CORTADO_BATCH_SPLIT`: nil (the rule in `shares`), or forced on (true) or off (false).
+    static let batchSplit: Bool? = {
+        switch ProcessInfo.processInfo.environment["CORTADO_BATCH_SPLIT"]?.lowercased() {
+        case "1", "on", "always": return true
+        case "0", "off", "never": return false
+        default: return nil
+        }
+    }()
+
+    /// Batches expected to take at least this long (from the last batch's time per row) are
+    /// split, one share of the rows per thread; a helper thread that has to be woken then
+    /// costs a small part of the batch.
+    static let splitNanos = 200_000
+
+    /// Wall time per row of the last stacked batch (nanoseconds; 0 until one has run).
+    private let rowNanos = Atomic<Int>(0)
+
+    private func noteRowTime(_ nanos: UInt64, rows: Int) {
+        rowNanos.store(Int(nanos) / Swift.max(1, rows), ordering: .relaxed)
+    }
+
+    /// The shares a batch of `rows` stacked rows is split into: one per thread (up to the
+    /// cores) when each thread gets at least one row, the batch keeps the threads busy long
+    /// enough and the network runs rows independently; else 1 (the layers split their own
+    /// work over the threads). With whole shares on each thread the layers need no
+    /// hand-over between them, and the input and output copies run on every thread too.
+    private func shares(rows: Int, options: MLPredictionOptions) -> Int {
+        let workers = Swift.min(threads, NNThreads.cores, rows)
+        guard workers > 1, options.layerTimes == nil, splittable, Self.batchSplit != false else { return 1 }
+        if Self.batchSplit == true { return workers }
+        // Uneven shares (3 rows on 2 threads) leave a thread idle for a row's time.
+        guard rows % workers == 0 || rows >= 8 * workers else { return 1 }
+        return rowNanos.load(ordering: .relaxed) * rows >= Self.splitNanos ? workers : 1
+    }
+
+    /// Runs stacked rows `range` (one shape, no sequence axis) as one batch on `threads`
+    /// threads; `arrays` holds their array inputs when they were looked up.
+    private func runStacked(_ all: [MLFeatureProvider], _ range: Range<Int>, arrays: RowArrays, first: [String: NNShape],
+                            threads: Int, options: MLPredictionOptions) throws -> [MLFeatureProvider] {
+        let start = DispatchTime.now().uptimeNanoseconds
+        let n = range.count
         var shapes = first
         for (k, v) in first { shapes[k]!.b = v.b * n }
         let plan = try plan(for: shapes)
         // Every output must keep the batch apart, or the rows run one by one.
         if n > 1 {
             for blob in kept where (plan.blobs[blob]?.shape.b ?? 0) % n != 0 {
-                return try rows.map { try run([$0], options: options)[0] }
+                return try all[range].map { try run([$0], options: options)[0] }
             }
         }
         let base = plan.checkOut()
         defer { plan.checkIn(base) }
-        for input in inputs {
+        for (index, input) in inputs.enumerated() {
             // Each row's values go straight into its slice of the batched blob.
             let t = plan.blobs[input.name]!
             let per = t.count / n
@@ -287,14 +389,14 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
                 // each a share of the rows.
                 let workers = n * per >= Self.parallelCopyFloats ? Swift.max(1, Swift.min(threads, NNThreads.cores, n)) : 1
                 let share = (n + workers - 1) / workers
-                let arrays = rows.map { row in row.featureValue(for: input.name).flatMap { $0.isUndefined ? nil : $0.multiArrayValue } }
+                let column = arrays.columns.isEmpty ? all[range].map { Self.array(input.name, in: $0) } : Array(arrays.columns[index][range])
                 NNThreads.run(workers: workers) { worker in
                     let r1 = Swift.min(n, (worker + 1) * share)
                     for r in (worker * share)..<r1 {
                         // The next row (a separate allocation) is fetched while this one converts.
-                        if r + 1 < r1, let next = arrays[r + 1], next.isContiguous { cg_prefetch(next.dataPointer, next.count * next.dataType.size) }
+                        if r + 1 < r1, let next = column[r + 1], next.isContiguous { cg_prefetch(next.dataPointer, next.count * next.dataType.size) }
                         let dst = base + t.offset + r * per
-                        if let array = arrays[r] {
+                        if let array = column[r] {
                             array.copyFloats(into: dst)
                         } else {
                             dst.update(repeating: 0, count: per)
@@ -302,7 +404,7 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
                     }
                 }
             case .image(let binding):
-                for (r, row) in rows.enumerated() {
+                for (r, row) in all[range].enumerated() {
                     let dst = base + t.offset + r * per
                     if let value = row.featureValue(for: input.name), !value.isUndefined {
                         try binding.write(value.imageValue!, feature: input.name, shape: binding.shape(for: value.imageValue!), into: dst)
@@ -317,33 +419,55 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         defer { finished.release() }
         // A custom layer's plugin failed (its outputs hold NaN): fail the prediction with its message.
         if let failure = MLCustomFailure.take() { throw failure }
-        let slices = try outputSlices(plan: finished.plan, rows: n)
-        return try (0..<n).map { r in try readOutputs(slices, base: finished.base, row: r, rows: n, options: options) }
+        let slices = try outputSlices(plan: finished.plan, rows: n, options: options)
+        let out = try (0..<n).map { r in try readOutputs(slices, base: finished.base, row: r, rows: n, options: options) }
+        if threads == self.threads { noteRowTime(DispatchTime.now().uptimeNanoseconds - start, rows: n) }
+        return out
     }
 
     /// Where one output (or the classifier's scores) lies in a batch's workspace: its blob and
-    /// the shape of one row's share, looked up once per batch.
+    /// the shape of one row's share, looked up once per batch; for an array output, the
+    /// dimensions and strides every row's array takes, and (more than one row, no backing
+    /// given) one block of memory the rows' arrays share.
     private struct OutputSlice {
         let tensor: NNTensor
         let shape: NNShape
+        var dims: [Int] = []
+        var strides: [Int] = []
+        var block: NNOutputBlock?
     }
 
     /// The slices of `outputs` (in order) and then of the classifier's blob, for `rows` rows.
-    private func outputSlices(plan: NNPlan, rows: Int) throws -> [OutputSlice] {
-        try (outputs.map(\.blob) + [classifier?.blob].compactMap { $0 }).map { blob in
+    private func outputSlices(plan: NNPlan, rows: Int, options: MLPredictionOptions) throws -> [OutputSlice] {
+        let blobs = outputs.map(\.blob) + [classifier?.blob].compactMap { $0 }
+        return try blobs.enumerated().map { index, blob in
             guard let t = plan.blobs[blob] else {
                 throw MLModelError(.featureType, "output blob '\(blob.split(separator: "#").first.map(String.init) ?? blob)' was not written (a branch taken does not write it)")
             }
             var shape = t.shape
             shape.b /= rows
-            return OutputSlice(tensor: t, shape: shape)
+            var slice = OutputSlice(tensor: t, shape: shape)
+            if index < outputs.count, case .array(let declared, let dataType) = outputs[index].kind {
+                if tensorArrays {
+                    slice.dims = shape.rank == 0 ? [1] : shape.extents
+                } else if !declared.isEmpty, declared.reduce(1, *) == shape.count {
+                    slice.dims = declared
+                } else if shape.s == 1 && shape.b == 1 {
+                    slice.dims = [shape.c, shape.h, shape.w]
+                } else {
+                    slice.dims = shape.dims
+                }
+                slice.strides = MLMultiArray.rowMajorStrides(slice.dims)
+                if rows > 1 && options.outputBackings[outputs[index].name] == nil {
+                    slice.block = NNOutputBlock(bytes: rows * shape.count * dataType.size)
+                }
+            }
+            return slice
         }
     }
 
     private func readOutputs(_ slices: [OutputSlice], base: UnsafeMutablePointer<Float>, row: Int, rows: Int,
                              options: MLPredictionOptions) throws -> MLFeatureProvider {
-        var values: [String: MLFeatureValue] = [:]
-        values.reserveCapacity(outputs.count + 2)
         // The row's slice of a blob: for each sequence step, its share of the batch axis.
         func slice(_ s: OutputSlice, _ body: (UnsafeMutablePointer<Float>, NNShape) throws -> Void) throws {
             let shape = s.shape
@@ -359,33 +483,33 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
             }
             try body(tmp, shape)
         }
+        var entries: [(name: String, value: MLFeatureValue)] = []
+        entries.reserveCapacity(outputs.count + 2)
         for (output, s) in zip(outputs, slices) {
             try slice(s) { p, shape in
                 switch output.kind {
-                case .array(let declared, let dataType):
-                    let dims: [Int]
-                    if tensorArrays {
-                        dims = shape.rank == 0 ? [1] : shape.extents
-                    } else if !declared.isEmpty, declared.reduce(1, *) == shape.count {
-                        dims = declared
-                    } else if shape.s == 1 && shape.b == 1 {
-                        dims = [shape.c, shape.h, shape.w]
+                case .array(_, let dataType):
+                    let array: MLMultiArray
+                    if let block = s.block {
+                        // The row's part of the batch's block; the block lives while any row's array does.
+                        let bytes = shape.count * dataType.size
+                        array = try MLMultiArray(dataPointer: block.pointer + row * bytes, shape: s.dims, dataType: dataType,
+                                                 strides: s.strides, deallocator: { _ in withExtendedLifetime(block) {} })
                     } else {
-                        dims = shape.dims
+                        array = try options.outputArray(named: output.name, shape: s.dims, dataType: dataType)
                     }
-                    let array = try options.outputArray(named: output.name, shape: dims, dataType: dataType)
                     array.write(contiguous: UnsafeBufferPointer(start: p, count: shape.count))
-                    values[output.name] = MLFeatureValue(multiArray: array)
+                    entries.append((output.name, MLFeatureValue(multiArray: array)))
                 case .double:
-                    values[output.name] = MLFeatureValue(double: Double(p[0]))
+                    entries.append((output.name, MLFeatureValue(double: Double(p[0]))))
                 case .image(let space):
-                    values[output.name] = MLFeatureValue(image: try NNImageOutput.image(p, shape: shape, colorSpace: space, feature: output.name))
+                    entries.append((output.name, MLFeatureValue(image: try NNImageOutput.image(p, shape: shape, colorSpace: space, feature: output.name))))
                 }
             }
         }
         if let classifier {
-            let s = slices[outputs.count]
-            try slice(s) { p, shape in
+            var provider: MLFeatureProvider?
+            try slice(slices[outputs.count]) { p, shape in
                 let labels = classifier.labels
                 guard shape.count == labels.count else {
                     throw MLModelError(.invalidModel, "blob '\(classifier.blob)' holds \(shape.count) class scores for \(labels.count) class labels")
@@ -397,11 +521,16 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
                     if p[i] > p[best] { best = i }
                 }
                 scores.withUnsafeBufferPointer { buf in
-                    for (k, v) in classifier.names.outputs(labels: labels, winner: best, scores: buf) { values[k] = v }
+                    if entries.isEmpty {
+                        provider = classifier.names.provider(labels: labels, winner: best, scores: buf)
+                    } else {
+                        for (k, v) in classifier.names.outputs(labels: labels, winner: best, scores: buf) { entries.append((k, v)) }
+                    }
                 }
             }
+            if let provider { return provider }
         }
-        return MLDictionaryFeatureProvider(dictionary: values)
+        return MLFeatureListProvider.make(entries)
     }
 
     // MARK: Inspect
@@ -440,4 +569,16 @@ public enum NeuralNetworkKinds {
     public static func register(in registry: MLModelKindRegistry = .shared) {
         registry.register(NeuralNetworkKind.self)
     }
+}
+
+/// Memory holding one array output of every row of a batch; each row's `MLMultiArray` wraps
+/// its part and keeps the block alive.
+final class NNOutputBlock: @unchecked Sendable {
+    let pointer: UnsafeMutableRawPointer
+
+    init(bytes: Int) {
+        pointer = UnsafeMutableRawPointer.allocate(byteCount: Swift.max(bytes, 1), alignment: 16)
+    }
+
+    deinit { pointer.deallocate() }
 }
