@@ -4,7 +4,9 @@
 Cases:
 - Tiny YOLO v2 (VOC): 3×416×416 → 125×13×13, 6.97 GFLOP, fixed random weights (the builders of
   Tests/NeuralNetwork/test_tiny_yolo.py), batch 1: median latency and single-stream throughput.
-- MLP 784-512-512-10 with ReLU: batch 1 and batch 256.
+- MLP 784-512-512-10 with ReLU: batch 1 and batch 256. The Core ML model declares FLOAT32
+  input and output arrays, as onnxruntime is fed and answers float32 (`--double-io`: DOUBLE,
+  NeuralNetworkBuilder's default, which adds a conversion of every value each way).
 
 Cortado is timed with `cortado report MODEL --input ROWS --threads T --batch B --json` (the
 public MLModel.prediction / predictions(fromBatch:) path, JSON decoding excluded); onnxruntime
@@ -60,10 +62,11 @@ def conv_flops(cin, cout, k, hw):
 TINY_YOLO_FLOPS = sum(conv_flops(*c) for c in TINY_YOLO_CONVS)
 
 
-def write_rows(path, name, arrays):
+def write_rows(path, name, arrays, data_type="DOUBLE"):
+    """JSON rows of one array feature, its values held as data_type (FLOAT32 or DOUBLE)."""
     with open(path, "w") as f:
         for a in arrays:
-            f.write(json.dumps({name: array_json(a)}) + "\n")
+            f.write(json.dumps({name: dict(array_json(a), dataType=data_type)}) + "\n")
 
 
 OPENBLAS_ENV = dict(os.environ, CORTADO_GEMM="openblas")
@@ -172,8 +175,11 @@ def sgemm_gflops(n, threads, repeat=5):
     return out
 
 
-def mlp_models(seed=0, sizes=(784, 512, 512, 10)):
+def mlp_models(seed=0, sizes=(784, 512, 512, 10), float32_io=False):
+    """The MLP as a Core ML NeuralNetworkBuilder and an ONNX model, same weights. The Core ML
+    input and output are DOUBLE arrays (the builder's default) unless float32_io."""
     from coremltools.models import datatypes
+    from coremltools.proto import FeatureTypes_pb2 as ft
     from coremltools.models.neural_network import NeuralNetworkBuilder
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -195,6 +201,9 @@ def mlp_models(seed=0, sizes=(784, 512, 512, 10)):
             b.add_activation(f"relu{k}", "RELU", f"h{k}", f"r{k}")
             nodes.append(helper.make_node("Relu", [f"g{k}"], [f"r{k}"]))
             blob = oblob = f"r{k}"
+    if float32_io:
+        for f in list(b.spec.description.input) + list(b.spec.description.output):
+            f.type.multiArrayType.dataType = ft.ArrayFeatureType.FLOAT32
     graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 784])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
@@ -236,6 +245,8 @@ def main():
     p.add_argument("--openblas", action="store_true",
                    help="also time Cortado with CORTADO_GEMM=openblas (its OpenBLAS path), alternating rounds")
     p.add_argument("--baseline", help="also time this other cortado build (folder or executable), alternating rounds")
+    p.add_argument("--double-io", action="store_true",
+                   help="declare the Core ML MLP's input and output DOUBLE (the builder's default) instead of FLOAT32")
     a = p.parse_args()
     exe = common.resolve_bin(a.bin, "cortado")
     # The alternative Cortado timed beside the default: (executable, environment, label, description).
@@ -260,12 +271,12 @@ def main():
     yolo_rows = os.path.join(work, "tiny_yolo_rows.jsonl")
     write_rows(yolo_rows, "image", [image[0]])
 
-    mlp_coreml, mlp_onnx = mlp_models()
+    mlp_coreml, mlp_onnx = mlp_models(float32_io=not a.double_io)
     mlp_path = os.path.join(work, "mlp.mlmodel")
     save(mlp_coreml.spec, mlp_path)
     mlp_x = np.random.default_rng(2).standard_normal((256, 784)).astype(np.float32)
     mlp_rows = os.path.join(work, "mlp_rows.jsonl")
-    write_rows(mlp_rows, "x", mlp_x)
+    write_rows(mlp_rows, "x", mlp_x, "DOUBLE" if a.double_io else "FLOAT32")
 
     # Agreement, once.
     got = np.asarray(cortado_predict(exe, yolo_path, yolo_rows)[0]["grid"]["data"]).reshape(125, 13, 13)
@@ -275,6 +286,7 @@ def main():
     ref = onnx_session(mlp_onnx, 1).run(None, {"x": mlp_x})[0]
     mlp_err = float((np.abs(got - ref) / np.maximum(1, np.abs(ref))).max())
     agree = yolo_err <= 1e-3 and mlp_err <= 1e-4
+    print(f"MLP input and output in Core ML: {'DOUBLE' if a.double_io else 'FLOAT32'} arrays (onnxruntime: float32)")
     print(f"agreement: Tiny YOLO max|diff|/max|out| {yolo_err:.2g} (limit 1e-3); MLP max rel {mlp_err:.2g} (limit 1e-4)")
 
     results = []
