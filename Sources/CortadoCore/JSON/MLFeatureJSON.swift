@@ -227,20 +227,21 @@ public enum MLFeatureJSON {
 
     /// Decodes a JSON object of input features against the model's inputs. Features the
     /// model does not declare are rejected, naming them, so typos are caught.
-    public static func decodeInputs(_ object: [String: Any], description: MLModelDescription) throws -> MLDictionaryFeatureProvider {
-        var values: [String: MLFeatureValue] = [:]
+    public static func decodeInputs(_ object: [String: Any], description: MLModelDescription) throws -> MLFeatureProvider {
+        var values: [(name: String, value: MLFeatureValue)] = []
         for input in description.inputs {
             guard let json = object[input.name] else {
                 if input.isOptional { continue }
                 throw MLModelError.featureType(input.name, "required input is missing (expected \(input.typeSummary))")
             }
-            values[input.name] = try decode(json, as: input)
+            values.append((input.name, try decode(json, as: input)))
         }
         let unknown = Set(object.keys).subtracting(description.inputs.map(\.name))
         if let extra = unknown.sorted().first {
             throw MLModelError.featureType(extra, "is not an input of the model (inputs: \(description.inputs.map(\.name).joined(separator: ", ")))")
         }
-        return MLDictionaryFeatureProvider(dictionary: values)
+        // A list for the few inputs most models take (a lookup compares names, no hashing).
+        return MLFeatureListProvider.make(values)
     }
 
     // MARK: Encoding
