@@ -88,4 +88,20 @@ extension MLModelDescription {
             }
         }
     }
+
+    /// `validateInputs` for every row of a batch, input by input (each description read once
+    /// per batch, not once per row). A batch with several bad rows reports the first bad row of
+    /// the first input that has one.
+    public func validateInputs(_ batch: MLBatchProvider) throws {
+        let rows = batch.count
+        for input in inputs {
+            for r in 0..<rows {
+                guard let value = batch.features(at: r).featureValue(for: input.name) else {
+                    if input.isOptional { continue }
+                    throw MLModelError.featureType(input.name, "required input is missing (expected \(input.typeSummary))")
+                }
+                try input.validate(value)
+            }
+        }
+    }
 }

@@ -91,7 +91,7 @@ public final class MLModel: @unchecked Sendable {
     /// Predicts outputs for a batch of inputs.
     public func predictions(fromBatch batch: MLBatchProvider, options: MLPredictionOptions = MLPredictionOptions()) throws -> MLBatchProvider {
         do {
-            for i in 0..<batch.count { try modelDescription.validateInputs(batch.features(at: i)) }
+            try modelDescription.validateInputs(batch)
             return MLArrayBatchProvider(array: try compiled.predictions(from: batch, options: options))
         } catch let error as MLModelError {
             throw error.inModel(name)
