@@ -8,9 +8,10 @@ import Synchronization
 /// machine, as much as half of a 784×512 GEMV).
 ///
 /// The pieces of a section are claimed, not assigned: the calling thread runs piece 0, and
-/// helpers claim the rest. Pieces still unclaimed when the caller has finished piece 0 and
-/// waited as long again are claimed by the caller, so a helper that is asleep or not scheduled
-/// (other processes on the cores) costs a section at most its serial time plus piece 0's.
+/// helpers claim the rest. Pieces still unclaimed when the caller has finished piece 0 (and
+/// waited for a waking helper, within `wakeNanos` of the section's start) are claimed by the
+/// caller, so a helper that is asleep or not scheduled (other processes on the cores) costs a
+/// section at most its serial time plus that wait.
 ///
 /// One section at a time: `run` returns false when the team is busy (another prediction or a
 /// nested call), and the caller uses Dispatch instead.
@@ -19,6 +20,9 @@ final class NNSpinTeam: @unchecked Sendable {
 
     /// How long an idle helper polls before it sleeps.
     static let spinNanos: UInt64 = 50_000
+    /// How long after a section begins its caller may wait for a helper to wake and claim a
+    /// piece.
+    static let wakeNanos: UInt64 = 100_000
     /// Bits of `next` holding the piece index; the section number is above them.
     private static let indexBits = 20
 
@@ -65,12 +69,14 @@ final class NNSpinTeam: @unchecked Sendable {
             }
             let start = DispatchTime.now().uptimeNanoseconds
             body(0)
-            // A helper that has not claimed a piece yet may be waking up: wait for it as
-            // long as piece 0 took (at most), then take what is left. A sleeping helper
-            // wakes in tens of microseconds, so a long section is shared instead of run
-            // here alone, and a short one costs at most twice its serial time.
+            // A helper that has not claimed a piece yet may be waking up (a sleeping one
+            // wakes in tens of microseconds on an idle core): wait for it until `wakeNanos`
+            // after the section began, and no longer than piece 0 took, then take what is
+            // left. Past that, the helper's core is busy with other work, and waiting would
+            // only idle this one.
             let now = DispatchTime.now().uptimeNanoseconds
-            let deadline = now + (now - start)
+            let elapsed = now - start
+            let deadline = now + Swift.min(elapsed, Self.wakeNanos > elapsed ? Self.wakeNanos - elapsed : 0)
             var polls = 0
             while unclaimed(section) {
                 cg_pause()
