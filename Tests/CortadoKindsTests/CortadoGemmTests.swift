@@ -58,6 +58,8 @@ final class CortadoGemmTests: XCTestCase {
     private static let shapes: [(m: Int, n: Int, k: Int)] = [
         (1, 1, 1), (2, 2, 2), (13, 31, 33), (31, 33, 13), (33, 13, 31), (12, 32, 256), (1, 169, 1000),
         (169, 1, 1024), (1000, 33, 2), (13, 1031, 31), (25, 70, 513), (169, 169, 300), (2, 1000, 257),
+        // lda = k + 3 = 1024: twelve rows in one L1 set, so a row-major A is packed; 512: read in place.
+        (25, 40, 1021), (25, 40, 509),
     ]
 
     func testGemmMatchesNaiveAcrossFormsAndShapes() {
