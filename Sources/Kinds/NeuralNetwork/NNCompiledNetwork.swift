@@ -259,19 +259,20 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
     private func run(_ rows: [MLFeatureProvider], options: MLPredictionOptions) throws -> [MLFeatureProvider] {
         let first = try rowShapes(rows[0])
         var stackable = rows.count > 1 && !tensorArrays && first.values.allSatisfy { $0.s == 1 }
-        // Each array input's multi-array in every row, looked up once per batch.
-        var arrays = RowArrays()
+        // Each array input's multi-array in every row (by input, in `inputs` order; empty for
+        // an image input), looked up once per batch.
+        var arrays: [[MLMultiArray?]] = []
         if stackable {
-            arrays = RowArrays(inputs.map { input in
+            arrays = inputs.map { input in
                 guard case .array = input.kind else { return [] }
                 return rows.map { Self.array(input.name, in: $0) }
-            })
+            }
             // Compared input by input: an array with row 0's dimensions has its blob shape.
             let firstShapes = inputs.map { first[$0.name]! }
             check: for (i, input) in inputs.enumerated() {
-                let dims = arrays.columns[i].first??.shape
+                let dims = arrays[i].first??.shape
                 for r in 1..<rows.count {
-                    if let dims, arrays.columns[i][r]?.shape == dims { continue }
+                    if let dims, arrays[i][r]?.shape == dims { continue }
                     if try inputShape(input, in: rows[r]) != firstShapes[i] {
                         stackable = false
                         break check
@@ -317,14 +318,6 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         return value.multiArrayValue
     }
 
-    /// The multi-arrays of a batch's rows, by input (in `inputs` order; empty for an image
-    /// input, and `columns` empty when they were not looked up).
-    private struct RowArrays {
-        var columns: [[MLMultiArray?]] = []
-        init() {}
-        init(_ columns: [[MLMultiArray?]]) { self.columns = columns }
-    }
-
     // MARK: Splitting a batch over the threads
 
     /// `CORTADO_BATCH_SPLIT`: nil (the rule in `shares`), or forced on (true) or off (false).
@@ -363,8 +356,9 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
     }
 
     /// Runs stacked rows `range` (one shape, no sequence axis) as one batch on `threads`
-    /// threads; `arrays` holds their array inputs when they were looked up.
-    private func runStacked(_ all: [MLFeatureProvider], _ range: Range<Int>, arrays: RowArrays, first: [String: NNShape],
+    /// threads; `arrays` holds the rows' array inputs as `run` looked them up (empty: not
+    /// looked up).
+    private func runStacked(_ all: [MLFeatureProvider], _ range: Range<Int>, arrays: [[MLMultiArray?]], first: [String: NNShape],
                             threads: Int, options: MLPredictionOptions) throws -> [MLFeatureProvider] {
         let start = DispatchTime.now().uptimeNanoseconds
         let n = range.count
@@ -389,7 +383,7 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
                 // each a share of the rows.
                 let workers = n * per >= Self.parallelCopyFloats ? Swift.max(1, Swift.min(threads, NNThreads.cores, n)) : 1
                 let share = (n + workers - 1) / workers
-                let column = arrays.columns.isEmpty ? all[range].map { Self.array(input.name, in: $0) } : Array(arrays.columns[index][range])
+                let column = arrays.isEmpty ? all[range].map { Self.array(input.name, in: $0) } : Array(arrays[index][range])
                 NNThreads.run(workers: workers) { worker in
                     let r1 = Swift.min(n, (worker + 1) * share)
                     for r in (worker * share)..<r1 {

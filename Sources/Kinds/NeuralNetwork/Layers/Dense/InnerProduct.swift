@@ -146,7 +146,7 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
 
     /// Output channels from which one row's product runs on the packed kernels: a narrower
     /// layer's (a classifier's last one) stays on OpenBLAS's sgemv. Batches run on the packed
-    /// GEMM at any width (256 rows × 512 → 10: 43 µs, against 49 µs with A packed and 61–66 µs
+    /// GEMM at any width (256 rows × 512 → 10: 41 µs, against 50–56 µs with A packed and 61–66 µs
     /// in OpenBLAS's sgemm).
     static let packedChannels = 16
 }
