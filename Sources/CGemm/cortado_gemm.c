@@ -209,6 +209,57 @@ CG_TARGET __attribute__((noinline)) static void cg_kernel_12x16_a_rows(long kc, 
 #undef CG_A_NEXT
 #undef CG_A_ROWS_SETUP
 
+// Twelve rows of A given as twelve pointers (rows of separate arrays: a batch's requests),
+// read in place at index p. Twelve bases, the index and B's pointer need more general
+// registers than x86-64 leaves with the frame pointer kept, so a base may live on the stack
+// and be reloaded each step: a load beside 24 FMAs, which the core has ports to spare for.
+#define CG_A(i) r##i[p]
+#define CG_A_NEXT ((void)0)
+#define CG_A_PTRS_SETUP const float *restrict r0 = a[0] + p0, *restrict r1 = a[1] + p0, *restrict r2 = a[2] + p0, \
+    *restrict r3 = a[3] + p0, *restrict r4 = a[4] + p0, *restrict r5 = a[5] + p0, *restrict r6 = a[6] + p0, \
+    *restrict r7 = a[7] + p0, *restrict r8 = a[8] + p0, *restrict r9 = a[9] + p0, *restrict r10 = a[10] + p0, \
+    *restrict r11 = a[11] + p0;
+CG_TARGET __attribute__((noinline)) static void cg_kernel_12x32_a_ptrs(long kc, const float *const *a, long p0, const float *restrict b,
+                                                                      float *restrict c, long ldc, int add, long mr, long nr,
+                                                                      const cg_epilogue *e, long row, long col) {
+    CG_A_PTRS_SETUP
+    CG_ROWS12(CG_DECL)
+    for (long i = 0; i < mr; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
+    }
+#if defined(__clang__)
+#pragma clang loop unroll(disable)
+#endif
+    for (long p = 0; p < kc; p++) {
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        CG_ROWS12(CG_FMA)
+        b += CG_NR;
+    }
+    __mmask16 m0 = cg_lanes(nr), m1 = cg_lanes(nr - 16);
+    CG_EPI_COLUMNS(m0, m1)
+    if (mr == 12 && nr == CG_NR) { CG_ROWS12(CG_STORE_FULL) return; }
+    CG_ROWS12(CG_STORE_PART)
+}
+CG_TARGET __attribute__((noinline)) static void cg_kernel_12x16_a_ptrs(long kc, const float *const *a, long p0, const float *restrict b,
+                                                                      float *restrict c, long ldc, int add, long mr, long nr,
+                                                                      const cg_epilogue *e, long row, long col) {
+    CG_A_PTRS_SETUP
+    CG_ROWS12(CG_DECL1)
+    for (long p = 0; p < kc; p++) {
+        __m512 b0 = _mm512_loadu_ps(b);
+        CG_ROWS12(CG_FMA1)
+        b += CG_NR;
+    }
+    __mmask16 m0 = cg_lanes(nr);
+    CG_EPI_COLUMNS(m0, 0)
+    (void)s1; (void)t1;
+    CG_ROWS12(CG_STORE1)
+}
+#undef CG_A
+#undef CG_A_NEXT
+#undef CG_A_PTRS_SETUP
+
 // The kernel for an mr × nr tile: the narrowest that covers it.
 CG_TARGET static inline void cg_tile(long kc, const float *a, const float *b, float *c, long ldc, int add, long mr, long nr,
                                      const cg_epilogue *e, long row, long col) {
@@ -425,8 +476,17 @@ CG_TARGET static void cg_finish(float *c, long ldc, long m, long n, const cg_epi
     }
 }
 
-CG_TARGET void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float *c, long ldc, int accumulate, float *workspace,
-                       const cg_epilogue *epilogue) {
+// Rows [0, m) × k values [p0, p0+kcb) of an A given as row pointers into one row panel
+// (a last, partial one: zero rows past m).
+static void cg_pack_a_ptrs(const float *const *rows, long m, long p0, long kcb, float *dst) {
+    for (long p = 0; p < kcb; p++) {
+        for (long i = 0; i < CG_MR; i++) dst[p * CG_MR + i] = i < m ? rows[i][p0 + p] : 0.0f;
+    }
+}
+
+// cg_gemm and cg_gemm_rows: A is `a`, or (a_rows not NULL) the rows a_rows[i].
+CG_TARGET static void cg_gemm_any(long m, long n, long k, cg_operand a, const float *const *a_rows, cg_operand b, float *c, long ldc,
+                                  int accumulate, float *workspace, const cg_epilogue *epilogue) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         if (!accumulate) for (long i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
@@ -434,10 +494,10 @@ CG_TARGET void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float
         return;
     }
     float *ws = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
-    int a_rows_spread = a.form == CG_ROW_MAJOR && cg_rows_spread(a.ld);
+    int a_rows_spread = !a_rows && a.form == CG_ROW_MAJOR && cg_rows_spread(a.ld);
     float *wa = ws, *wb = ws + CG_MC * CG_KC;
     long nc_step = CG_NC;
-    long mc_step = a.form == CG_PACKED ? cg_round_up(m, CG_MR) : CG_MC;
+    long mc_step = !a_rows && a.form == CG_PACKED ? cg_round_up(m, CG_MR) : CG_MC;
     for (long jc = 0; jc < n; jc += nc_step) {
         long nc = cg_min(nc_step, n - jc);
         for (long kb = 0; kb < cg_blocks(k); kb++) {
@@ -456,11 +516,14 @@ CG_TARGET void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float
                 // A row-major A's full row panels are read in place (when its rows fall in
                 // different L1 sets); only a last, partial panel is packed (its kernel reads 12
                 // rows).
-                long in_place = a.form == CG_ROW_MAJOR && a_rows_spread ? mc / CG_MR * CG_MR : 0;
+                long in_place = a_rows || (a.form == CG_ROW_MAJOR && a_rows_spread) ? mc / CG_MR * CG_MR : 0;
                 // Packed panels: from ablk, the first for row ir = first_packed.
                 const float *ablk;
                 long first_packed = in_place;
-                if (a.form == CG_PACKED) {
+                if (a_rows) {
+                    if (mc > in_place) cg_pack_a_ptrs(a_rows + ic + in_place, mc - in_place, p0, kcb, wa);
+                    ablk = wa;
+                } else if (a.form == CG_PACKED) {
                     ablk = a.data + p0 * a.width + (a.panel + ic / CG_MR) * kcb * CG_MR;
                 } else {
                     cg_operand view = a;
@@ -470,13 +533,17 @@ CG_TARGET void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float
                 }
                 for (long ir = 0; ir < mc; ir += CG_MR) {
                     long mr = cg_min(CG_MR, mc - ir);
-                    const float *arow = ir < in_place ? a.data + (ic + ir) * a.ld + p0 : NULL;
-                    const float *ap = arow ? NULL : ablk + ((ir - first_packed) / CG_MR) * kcb * CG_MR;
+                    const float *arow = ir < in_place && !a_rows ? a.data + (ic + ir) * a.ld + p0 : NULL;
+                    const float *const *aptrs = ir < in_place && a_rows ? a_rows + ic + ir : NULL;
+                    const float *ap = arow || aptrs ? NULL : ablk + ((ir - first_packed) / CG_MR) * kcb * CG_MR;
                     float *crow = c + (ic + ir) * ldc + jc;
                     for (long jr = 0; jr < nc; jr += CG_NR) {
                         long nr = cg_min(CG_NR, nc - jr);
                         const float *bp = bblk + (jr / CG_NR) * kcb * CG_NR;
-                        if (arow) {
+                        if (aptrs) {
+                            if (nr > 16) cg_kernel_12x32_a_ptrs(kcb, aptrs, p0, bp, crow + jr, ldc, add, mr, nr, finish, ic + ir, jc + jr);
+                            else cg_kernel_12x16_a_ptrs(kcb, aptrs, p0, bp, crow + jr, ldc, add, mr, nr, finish, ic + ir, jc + jr);
+                        } else if (arow) {
                             if (nr > 16) cg_kernel_12x32_a_rows(kcb, arow, a.ld, bp, crow + jr, ldc, add, mr, nr, finish, ic + ir, jc + jr);
                             else cg_kernel_12x16_a_rows(kcb, arow, a.ld, bp, crow + jr, ldc, add, mr, nr, finish, ic + ir, jc + jr);
                         } else {
@@ -487,6 +554,17 @@ CG_TARGET void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float
             }
         }
     }
+}
+
+void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float *c, long ldc, int accumulate, float *workspace,
+             const cg_epilogue *epilogue) {
+    cg_gemm_any(m, n, k, a, NULL, b, c, ldc, accumulate, workspace, epilogue);
+}
+
+void cg_gemm_rows(long m, long n, long k, const float *const *a_rows, cg_operand b, float *c, long ldc, int accumulate,
+                  float *workspace, const cg_epilogue *epilogue) {
+    cg_operand none = {0};
+    cg_gemm_any(m, n, k, none, a_rows, b, c, ldc, accumulate, workspace, epilogue);
 }
 
 CG_TARGET void cg_gemv(long n, long k, const float *x, cg_operand b, float *y) {

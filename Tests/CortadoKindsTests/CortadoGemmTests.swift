@@ -118,6 +118,72 @@ final class CortadoGemmTests: XCTestCase {
         }
     }
 
+    /// A given as row pointers (`cg_gemm_rows`): every row a separate allocation, the pointers
+    /// in no order of address, over the same shapes, every B form, with and without accumulation
+    /// and with a per-column epilogue (bias and ReLU, as an inner product fuses them).
+    func testGemmOnRowPointersMatchesNaive() {
+        var values = SeededFloats(state: 7)
+        for (m, n, k) in Self.shapes + [(50, 64, 784), (256, 10, 130)] {
+            // Rows allocated separately, then taken in a shuffled order (row i of A is rows[order[i]]).
+            let rows = (0..<m).map { _ -> UnsafeMutablePointer<Float> in
+                let r = UnsafeMutablePointer<Float>.allocate(capacity: k)
+                for p in 0..<k { r[p] = values.next() }
+                return r
+            }
+            defer { for r in rows { r.deallocate() } }
+            let order = (0..<m).map { $0 % 2 == 0 ? $0 / 2 : m - 1 - $0 / 2 }  // 0, m-1, 1, m-2, ...
+            let pointers: [UnsafePointer<Float>?] = order.map { UnsafePointer(rows[$0]) }
+            let aAt: (Int, Int) -> Float = { rows[order[$0]][$1] }
+            let ldb = n + 5, ldc = n + 3
+            let b = values.array(k * ldb)
+            let width = (n + 31) / 32 * 32
+            let packed = Aligned(Int(cg_packed_b_count(k, n)))
+            b.withUnsafeBufferPointer { cg_pack_b(cg_operand(data: $0.baseAddress!, ld: ldb, form: CG_ROW_MAJOR, width: 0, panel: 0), k, 0, n, packed.p, width, 0) }
+            let bias = values.array(n)
+            let workspace = Aligned(Int(cg_workspace_count()))
+            for bForm in [CG_ROW_MAJOR, CG_PACKED] {
+                for accumulate in [false, true] {
+                    var c0 = values.array(m * ldc)
+                    for i in 0..<m { for j in n..<ldc { c0[i * ldc + j] = .nan } }
+                    var c = c0
+                    b.withUnsafeBufferPointer { bp in
+                        let bOperand = bForm == CG_PACKED ? cg_operand(data: packed.p, ld: 0, form: CG_PACKED, width: width, panel: 0)
+                                                          : cg_operand(data: bp.baseAddress!, ld: ldb, form: CG_ROW_MAJOR, width: 0, panel: 0)
+                        pointers.withUnsafeBufferPointer { ap in
+                            c.withUnsafeMutableBufferPointer { cg_gemm_rows(m, n, k, ap.baseAddress!, bOperand, $0.baseAddress!, ldc, accumulate ? 1 : 0, workspace.p, nil) }
+                        }
+                    }
+                    check(c, ldc: ldc, m: m, n: n, k: k, a: aAt, b: { b[$0 * ldb + $1] }, c0: accumulate ? c0 : nil,
+                          "rows \(m)×\(n)×\(k) B form \(bForm.rawValue) accumulate \(accumulate)")
+                }
+            }
+            // Bias and ReLU on the finished tiles, B packed.
+            var c = [Float](repeating: .nan, count: m * ldc)
+            bias.withUnsafeBufferPointer { t in
+                var e = cg_epilogue(scale: nil, shift: t.baseAddress!, per_column: 1, activation: CG_ACT_RELU, alpha: 0)
+                pointers.withUnsafeBufferPointer { ap in
+                    c.withUnsafeMutableBufferPointer {
+                        cg_gemm_rows(m, n, k, ap.baseAddress!, cg_operand(data: packed.p, ld: 0, form: CG_PACKED, width: width, panel: 0),
+                                     $0.baseAddress!, ldc, 0, workspace.p, &e)
+                    }
+                }
+            }
+            for i in 0..<m {
+                for j in 0..<n {
+                    var exact = Double(bias[j]), magnitude = abs(exact)
+                    for p in 0..<k {
+                        let t = Double(aAt(i, p)) * Double(b[p * ldb + j])
+                        exact += t
+                        magnitude += abs(t)
+                    }
+                    let bound = 4 * Double(k + 1) * u * magnitude + 1e-30
+                    if abs(exact) <= bound { continue }
+                    XCTAssertLessThanOrEqual(abs(Double(c[i * ldc + j]) - Swift.max(exact, 0)), bound, "rows \(m)×\(n)×\(k) bias+ReLU at \(i),\(j)")
+                }
+            }
+        }
+    }
+
     /// Packed views that start on a later panel compute the matching block of rows or columns.
     func testPackedViewsFromLaterPanels() {
         var values = SeededFloats(state: 2)

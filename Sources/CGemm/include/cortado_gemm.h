@@ -93,6 +93,11 @@ typedef struct {
 void cg_gemm(long m, long n, long k, cg_operand a, cg_operand b, float *c, long ldc, int accumulate, float *workspace,
              const cg_epilogue *epilogue);
 
+/* The same with A given as m row pointers: row i is a_rows[i][0..k) (rows of separate
+ * arrays, e.g. the requests of a batch, read in place with no copy into one matrix). */
+void cg_gemm_rows(long m, long n, long k, const float *const *a_rows, cg_operand b, float *c, long ldc, int accumulate,
+                  float *workspace, const cg_epilogue *epilogue);
+
 /* A stride-1 convolution (sw = 1) with its B panels read in place instead of packed: row k =
  * (c, i, j) of a panel of 32 output pixels in one output row is 32 consecutive floats of a
  * zero-padded copy of the input, at offset off[k] = c·Hp·Wp + i·dh·Wp + j·dw from the panel's

@@ -373,17 +373,32 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         }
         let base = plan.checkOut()
         defer { plan.checkIn(base) }
+        // Array inputs left in the requests: their rows' pointers, and the arrays they point into.
+        var rowInputs: [String: NNInputRows] = [:]
+        var rowBuffers: [UnsafeMutablePointer<UnsafePointer<Float>>] = []
+        var held: [[MLMultiArray?]] = []
+        defer {
+            withExtendedLifetime(held) {}
+            for buffer in rowBuffers { buffer.deallocate() }
+        }
         for (index, input) in inputs.enumerated() {
             // Each row's values go straight into its slice of the batched blob.
             let t = plan.blobs[input.name]!
             let per = t.count / n
             switch input.kind {
             case .array:
+                let column = arrays.isEmpty ? all[range].map { Self.array(input.name, in: $0) } : Array(arrays[index][range])
+                // Float32 rows whose only readers read rows in place are not copied.
+                if plan.rowInputs.contains(input.name), let pointers = Self.floatRows(column, floats: per) {
+                    rowInputs[input.name] = NNInputRows(pointers: UnsafePointer(pointers), count: n, floats: per)
+                    rowBuffers.append(pointers)
+                    held.append(column)
+                    continue
+                }
                 // Large batches of arrays are copied (and converted) by the network's threads,
                 // each a share of the rows.
                 let workers = n * per >= Self.parallelCopyFloats ? Swift.max(1, Swift.min(threads, NNThreads.cores, n)) : 1
                 let share = (n + workers - 1) / workers
-                let column = arrays.isEmpty ? all[range].map { Self.array(input.name, in: $0) } : Array(arrays[index][range])
                 NNThreads.run(workers: workers) { worker in
                     let r1 = Swift.min(n, (worker + 1) * share)
                     for r in (worker * share)..<r1 {
@@ -409,7 +424,7 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
             }
         }
         _ = MLCustomFailure.take()
-        let finished = try plan.run(on: base, threads: threads, times: options.layerTimes)
+        let finished = try plan.run(on: base, threads: threads, times: options.layerTimes, rows: rowInputs)
         defer { finished.release() }
         // A custom layer's plugin failed (its outputs hold NaN): fail the prediction with its message.
         if let failure = MLCustomFailure.take() { throw failure }
@@ -417,6 +432,19 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         let out = try (0..<n).map { r in try readOutputs(slices, base: finished.base, row: r, rows: n, options: options) }
         if threads == self.threads { noteRowTime(DispatchTime.now().uptimeNanoseconds - start, rows: n) }
         return out
+    }
+
+    /// Pointers to the rows' values (a new buffer to deallocate) when every row is a contiguous
+    /// float32 array of `floats` values; else nil (the rows are copied in, converted or zeros).
+    private static func floatRows(_ column: [MLMultiArray?], floats: Int) -> UnsafeMutablePointer<UnsafePointer<Float>>? {
+        for array in column {
+            guard let array, array.dataType == .float32, array.count == floats, array.isContiguous else { return nil }
+        }
+        let pointers = UnsafeMutablePointer<UnsafePointer<Float>>.allocate(capacity: column.count)
+        for (r, array) in column.enumerated() {
+            pointers[r] = UnsafePointer(array!.dataPointer.assumingMemoryBound(to: Float.self))
+        }
+        return pointers
     }
 
     /// Where one output (or the classifier's scores) lies in a batch's workspace: its blob and
@@ -544,6 +572,9 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         }
         if let plan = defaultPlan {
             lines.append("workspace: \(plan.blobFloats * 4 / 1024) KiB of blobs + \(plan.scratchFloats * 4 / 1024) KiB scratch")
+            if !plan.rowInputs.isEmpty {
+                lines.append("read where the request holds them (float32 arrays, not copied): " + plan.rowInputs.sorted().joined(separator: ", "))
+            }
         }
         return lines
     }

@@ -88,6 +88,9 @@ public struct NNRunContext {
     public let scratch: UnsafeMutablePointer<Float>
     /// Threads a kernel may use (≥ 1).
     public let threads: Int
+    /// Input 0's rows where the request left them, when the plan did not copy that network
+    /// input into the workspace (only for an `NNRowReading` layer; nil otherwise).
+    public var inputRows: NNInputRows? = nil
 
     @inline(__always) public func pointer(_ t: NNTensor) -> UnsafeMutablePointer<Float> { base + t.offset }
 
@@ -143,6 +146,23 @@ public protocol NNEpilogueAccepting: NNLayer {
 /// pooling it cannot fold; once it returns true the layer's output is the pooled one.
 public protocol NNPoolAccepting: NNLayer {
     func acceptPool(_ layer: any NNLayer) -> Bool
+}
+
+/// A network input's rows where a batch's requests left them: row r's `floats` values at
+/// `pointers[r]` (float32, contiguous), read in place instead of copied into the workspace.
+public struct NNInputRows {
+    public let pointers: UnsafePointer<UnsafePointer<Float>>
+    public let count: Int
+    public let floats: Int
+}
+
+/// A layer that can read its first input as rows left in the requests (`NNInputRows`): a
+/// network input whose only readers are such layers is not copied into the workspace. `run`
+/// must still read the blob when `context.inputRows` is nil (rows of another data type are
+/// converted into it).
+public protocol NNRowReading: NNLayer {
+    /// Whether `run` reads input 0 of this shape from `context.inputRows` when given them.
+    func readsRows(_ input: NNShape) -> Bool
 }
 
 /// A shape or parameter problem, reported by a layer; the graph prefixes the layer name.

@@ -17,6 +17,8 @@ final class NNPlan: @unchecked Sendable {
         let outputs: [NNTensor]
         let name: String
         let type: String
+        /// Input 0 when it is one of `rowInputs` (given as rows when the batch leaves it there).
+        var rowInput: String?
     }
 
     /// Where planning stopped: the layer whose shapes wait for values, the blobs still alive
@@ -34,6 +36,9 @@ final class NNPlan: @unchecked Sendable {
     let blobFloats: Int
     let scratchFloats: Int
     let pending: Pending?
+    /// Network inputs read only by `NNRowReading` layers (as their first input): a batch of
+    /// float32 arrays may leave them in the requests (`run(on:threads:times:rows:)`).
+    let rowInputs: Set<String>
 
     private let graph: NNGraph
     private let kept: Set<String>
@@ -123,8 +128,11 @@ final class NNPlan: @unchecked Sendable {
         }
         var steps: [Step] = []
         var scratch = 0
+        // Every read of each blob: (step, input index).
+        var reads: [String: [(step: Int, input: Int)]] = [:]
         for index in start..<end {
             let node = graph.nodes[index]
+            for (k, name) in node.inputs.enumerated() { reads[name, default: []].append((steps.count, k)) }
             let inTensors = node.inputs.map { place[$0]! }
             scratch = max(scratch, node.layer.scratchCount(inTensors.map(\.shape)))
             var outTensors: [NNTensor] = []
@@ -155,6 +163,19 @@ final class NNPlan: @unchecked Sendable {
         } else {
             pending = nil
         }
+        // Inputs of a whole network (not a continuation's live blobs) that only row readers read.
+        var rowInputs = Set<String>()
+        if start == 0 && end == graph.nodes.count {
+            for (name, shape) in inputShapes where !outputs.contains(name) {
+                guard let r = reads[name], r.allSatisfy({ read in
+                    read.input == 0 && (steps[read.step].layer as? any NNRowReading)?.readsRows(shape) == true
+                        && r.filter({ $0.step == read.step }).count == 1
+                }) else { continue }
+                rowInputs.insert(name)
+                for read in r { steps[read.step].rowInput = name }
+            }
+        }
+        self.rowInputs = rowInputs
         self.steps = steps
         self.blobs = place
         self.blobFloats = arena.size
@@ -209,16 +230,20 @@ final class NNPlan: @unchecked Sendable {
         lock.lock(); pool.append(p); lock.unlock()
     }
 
-    /// Runs this plan's steps on a workspace whose inputs are filled in.
-    func runSteps(on base: UnsafeMutablePointer<Float>, threads: Int, times: MLLayerTimes? = nil) {
+    /// Runs this plan's steps on a workspace whose inputs are filled in, except those of
+    /// `rowInputs` given in `rows` (read by their layers where the requests left them).
+    func runSteps(on base: UnsafeMutablePointer<Float>, threads: Int, times: MLLayerTimes? = nil,
+                  rows: [String: NNInputRows] = [:]) {
         let context = NNRunContext(base: base, scratch: base + blobFloats, threads: threads)
-        guard let times else {
-            for step in steps { step.layer.run(inputs: step.inputs, outputs: step.outputs, context: context) }
-            return
-        }
         for step in steps {
+            var stepContext = context
+            if let name = step.rowInput, let given = rows[name] { stepContext.inputRows = given }
+            guard let times else {
+                step.layer.run(inputs: step.inputs, outputs: step.outputs, context: stepContext)
+                continue
+            }
             let start = DispatchTime.now().uptimeNanoseconds
-            step.layer.run(inputs: step.inputs, outputs: step.outputs, context: context)
+            step.layer.run(inputs: step.inputs, outputs: step.outputs, context: stepContext)
             times.add(name: step.name, type: step.type, nanoseconds: DispatchTime.now().uptimeNanoseconds - start)
         }
     }
@@ -238,10 +263,12 @@ final class NNPlan: @unchecked Sendable {
     /// Runs the network on a workspace of this plan whose inputs are filled in, following
     /// continuations where shapes are resolved at run time. Throws when a resolved shape is
     /// impossible (the message names the layer).
-    func run(on base: UnsafeMutablePointer<Float>, threads: Int, times: MLLayerTimes? = nil) throws -> Finished {
+    func run(on base: UnsafeMutablePointer<Float>, threads: Int, times: MLLayerTimes? = nil,
+             rows: [String: NNInputRows] = [:]) throws -> Finished {
         var finished = Finished(plan: self, base: base)
         while true {
-            finished.plan.runSteps(on: finished.base, threads: threads, times: times)
+            // (Row inputs exist only in a plan of the whole network, which has no continuation.)
+            finished.plan.runSteps(on: finished.base, threads: threads, times: times, rows: finished.plan === self ? rows : [:])
             guard let pending = finished.plan.pending else { return finished }
             let next: NNPlan
             var produced: [(String, NNValue)] = []

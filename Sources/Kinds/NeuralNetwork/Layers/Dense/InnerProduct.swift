@@ -15,7 +15,7 @@ import CortadoSpec
 /// On rank-N tensors (Core ML 3) the rank is kept: ranks 1–3 multiply along the last axis
 /// (`[…, Cin]` → `[…, Cout]`), rank 4 `[B, C, H, W]` gives `[B, Cout, 1, 1]` and rank 5 is the
 /// classic layout.
-final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Sendable {
+final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, NNRowReading, @unchecked Sendable {
     let inputChannels: Int
     let outputChannels: Int
     /// The weights as the spec lays them out (empty when only `packed` is kept).
@@ -73,12 +73,31 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
         packed == nil ? 0 : NNThreads.cores * NNPackedGemm.workspace
     }
 
+    /// A network input of whole images (the classic layout) is read from the requests' rows,
+    /// on the packed kernels.
+    func readsRows(_ input: NNShape) -> Bool { packed != nil && input.rank >= 4 }
+
     func run(inputs: [NNTensor], outputs: [NNTensor], context: NNRunContext) {
-        let x = context.pointer(inputs[0]), y = context.pointer(outputs[0])
+        var x = UnsafePointer(context.pointer(inputs[0]))
+        let y = context.pointer(outputs[0])
         let rows = inputs[0].count / inputChannels
         let k = inputChannels, n = outputChannels
+        if let given = context.inputRows, let packed {
+            if rows == 1 {
+                x = given.pointers[0]
+            } else {
+                // A request row of several images is several rows of the product.
+                let per = given.floats / k
+                if per == 1 { runPacked(packed, x: nil, rowPointers: given.pointers, y: y, rows: rows, context: context); return }
+                withUnsafeTemporaryAllocation(of: UnsafePointer<Float>.self, capacity: rows) { split in
+                    for r in 0..<rows { split[r] = given.pointers[r / per] + (r % per) * k }
+                    runPacked(packed, x: nil, rowPointers: UnsafePointer(split.baseAddress!), y: y, rows: rows, context: context)
+                }
+                return
+            }
+        }
         if let packed, rows > 1 || weights.count == 0 {
-            runPacked(packed, x: x, y: y, rows: rows, context: context)
+            runPacked(packed, x: x, rowPointers: nil, y: y, rows: rows, context: context)
             return
         }
         weights.withUnsafeBufferPointer { wbuf in
@@ -107,9 +126,10 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
     }
 
     /// Products with the packed weights: one row is a GEMV over column panels (split over the
-    /// workers when the matrix is large), more rows a GEMM split by rows.
-    private func runPacked(_ packed: NNPackedWeights, x: UnsafeMutablePointer<Float>, y: UnsafeMutablePointer<Float>,
-                           rows: Int, context: NNRunContext) {
+    /// workers when the matrix is large), more rows a GEMM split by rows. The rows are at `x`,
+    /// or (`rowPointers`, more than one row) one pointer each.
+    private func runPacked(_ packed: NNPackedWeights, x: UnsafePointer<Float>?, rowPointers: UnsafePointer<UnsafePointer<Float>>?,
+                           y: UnsafeMutablePointer<Float>, rows: Int, context: NNRunContext) {
         let k = inputChannels, n = outputChannels, nr = NNPackedGemm.nr
         if rows == 1 {
             let panels = packed.width / nr
@@ -119,7 +139,7 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
                 let p0 = worker * per, p1 = Swift.min(panels, p0 + per)
                 guard p0 < p1 else { return }
                 let j0 = p0 * nr, j1 = Swift.min(n, p1 * nr)
-                cg_gemv(j1 - j0, k, x, packed.operand(panel: p0), y + j0)
+                cg_gemv(j1 - j0, k, x!, packed.operand(panel: p0), y + j0)
                 post.applyRows(y + j0, rows: 1, columns: j0..<j1)
             }
             return
@@ -132,8 +152,15 @@ final class InnerProductLayer: NNTensorLayer, NNEpilogueAccepting, @unchecked Se
             let r0 = Swift.min(rows, worker * per), r1 = Swift.min(rows, r0 + per)
             guard r0 < r1 else { return }
             post.withGemmEpilogue(perColumn: true, offset: 0) { epilogue in
-                cg_gemm(r1 - r0, n, k, NNPackedGemm.plain(x + r0 * k, ld: k), packed.operand(), y + r0 * n, n, 0,
-                        context.scratch + worker * NNPackedGemm.workspace, epilogue)
+                let workspace = context.scratch + worker * NNPackedGemm.workspace
+                if let rowPointers {
+                    // (The C prototype takes `const float *const *`, imported as optional pointers.)
+                    rowPointers.withMemoryRebound(to: UnsafePointer<Float>?.self, capacity: rows) { p in
+                        cg_gemm_rows(r1 - r0, n, k, p + r0, packed.operand(), y + r0 * n, n, 0, workspace, epilogue)
+                    }
+                } else {
+                    cg_gemm(r1 - r0, n, k, NNPackedGemm.plain(x! + r0 * k, ld: k), packed.operand(), y + r0 * n, n, 0, workspace, epilogue)
+                }
             }
             if post.needsPass { post.applyRows(y + r0 * n, rows: r1 - r0) }
         }
