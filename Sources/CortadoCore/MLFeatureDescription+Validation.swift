@@ -95,12 +95,21 @@ extension MLModelDescription {
     public func validateInputs(_ batch: MLBatchProvider) throws {
         let rows = batch.count
         for input in inputs {
+            // The shape of a multi-array this input already passed with: rows of the same shape
+            // need no second check (a batch's rows mostly share one).
+            var passed: [Int]?
             for r in 0..<rows {
                 guard let value = batch.features(at: r).featureValue(for: input.name) else {
                     if input.isOptional { continue }
                     throw MLModelError.featureType(input.name, "required input is missing (expected \(input.typeSummary))")
                 }
-                try input.validate(value)
+                if case .multiArray(let array) = value.storage {
+                    if let passed, array.shape == passed { continue }
+                    try input.validate(value)
+                    passed = array.shape
+                } else {
+                    try input.validate(value)
+                }
             }
         }
     }

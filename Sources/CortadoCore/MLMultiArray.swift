@@ -15,6 +15,8 @@ public final class MLMultiArray: @unchecked Sendable, CustomStringConvertible {
     public let count: Int
     public let dataPointer: UnsafeMutableRawPointer
     private let deallocator: ((UnsafeMutableRawPointer) -> Void)?
+    /// The object whose memory this array views, held while the array lives (nil: none).
+    private let owner: AnyObject?
 
     /// Strides of every rank-1 array, shared (no allocation per array).
     private static let unitStrides = [1]
@@ -44,6 +46,7 @@ public final class MLMultiArray: @unchecked Sendable, CustomStringConvertible {
         self.dataPointer = UnsafeMutableRawPointer.allocate(byteCount: bytes, alignment: 64)
         self.dataPointer.initializeMemory(as: UInt8.self, repeating: 0, count: bytes)
         self.deallocator = { $0.deallocate() }
+        self.owner = nil
     }
 
     /// Wraps memory the caller owns, without copying. `strides` default to row-major;
@@ -60,6 +63,23 @@ public final class MLMultiArray: @unchecked Sendable, CustomStringConvertible {
         self.count = shape.reduce(1, *)
         self.dataPointer = dataPointer
         self.deallocator = deallocator
+        self.owner = nil
+    }
+
+    /// Wraps part of memory that `owner` keeps alive (a view into a block many arrays share),
+    /// without copying; the array holds `owner` until it is released. (The same as a
+    /// deallocator that captures `owner`, without allocating the closure's context.)
+    public init(dataPointer: UnsafeMutableRawPointer, shape: [Int], dataType: MLMultiArrayDataType, strides: [Int], owner: AnyObject) throws {
+        guard strides.count == shape.count else {
+            throw MLModelError(.generic, "multi-array strides \(strides) do not match shape \(shape)")
+        }
+        self.shape = shape
+        self.strides = strides
+        self.dataType = dataType
+        self.count = shape.reduce(1, *)
+        self.dataPointer = dataPointer
+        self.deallocator = nil
+        self.owner = owner
     }
 
     /// A new array holding `values` (row-major), converted to `dataType`.

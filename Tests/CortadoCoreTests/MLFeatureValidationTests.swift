@@ -71,6 +71,34 @@ final class MLFeatureValidationTests: XCTestCase {
         }
     }
 
+    /// A batch checks each shape once per input (rows of a shape already passed are skipped),
+    /// yet a bad shape, a wrong type or a missing value in any row still fails it.
+    func testBatchValidationChecksEveryRowsShapeAndType() throws {
+        var spec = CoreML_Specification_ModelDescription()
+        var f = CoreML_Specification_FeatureDescription()
+        f.name = "x"
+        var a = CoreML_Specification_ArrayFeatureType()
+        a.shape = [4]
+        a.dataType = .float32
+        f.type.multiArrayType = a
+        spec.input = [f]
+        let description = try MLModelDescription(spec)
+        func row(_ value: MLFeatureValue?) -> MLFeatureProvider {
+            MLDictionaryFeatureProvider(dictionary: value.map { ["x": $0] } ?? [:])
+        }
+        func array(_ shape: [Int]) throws -> MLFeatureValue { MLFeatureValue(multiArray: try MLMultiArray(shape: shape, dataType: .float32)) }
+        var good = try (0..<6).map { _ in row(try array([4])) }
+        good.append(row(try array([1, 4])))  // another allowed shape
+        XCTAssertNoThrow(try description.validateInputs(MLArrayBatchProvider(array: good)))
+        for bad in [try array([5]), MLFeatureValue(string: "4"), nil] as [MLFeatureValue?] {
+            var rows = good
+            rows.insert(row(bad), at: 4)
+            XCTAssertThrowsError(try description.validateInputs(MLArrayBatchProvider(array: rows)), "\(String(describing: bad))") { error in
+                XCTAssertEqual((error as! MLModelError).feature, "x")
+            }
+        }
+    }
+
     func testDuplicateInputsAreAnInvalidModel() {
         var spec = CoreML_Specification_ModelDescription()
         var f = CoreML_Specification_FeatureDescription()

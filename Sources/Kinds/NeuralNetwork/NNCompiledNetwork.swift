@@ -451,12 +451,24 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
     /// the shape of one row's share, looked up once per batch; for an array output, the
     /// dimensions and strides every row's array takes, and (more than one row, no backing
     /// given) one block of memory the rows' arrays share.
-    private struct OutputSlice {
+    /// (A class: every row reads it, and copying a struct of arrays retained each of them.)
+    private final class OutputSlice {
         let tensor: NNTensor
         let shape: NNShape
+        /// The output's name and kind (empty and nil for the classifier's scores).
+        let name: String
+        let kind: OutputKind?
+        /// An array output's data type.
+        var dataType = MLMultiArrayDataType.float32
         var dims: [Int] = []
         var strides: [Int] = []
         var block: NNOutputBlock?
+        init(tensor: NNTensor, shape: NNShape, name: String, kind: OutputKind?) {
+            self.tensor = tensor
+            self.shape = shape
+            self.name = name
+            self.kind = kind
+        }
     }
 
     /// The slices of `outputs` (in order) and then of the classifier's blob, for `rows` rows.
@@ -468,8 +480,10 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
             }
             var shape = t.shape
             shape.b /= rows
-            var slice = OutputSlice(tensor: t, shape: shape)
-            if index < outputs.count, case .array(let declared, let dataType) = outputs[index].kind {
+            let output = index < outputs.count ? outputs[index] : nil
+            let slice = OutputSlice(tensor: t, shape: shape, name: output?.name ?? "", kind: output?.kind)
+            if let output, case .array(let declared, let dataType) = output.kind {
+                slice.dataType = dataType
                 if tensorArrays {
                     slice.dims = shape.rank == 0 ? [1] : shape.extents
                 } else if !declared.isEmpty, declared.reduce(1, *) == shape.count {
@@ -507,25 +521,27 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         }
         var entries: [(name: String, value: MLFeatureValue)] = []
         entries.reserveCapacity(outputs.count + 2)
-        for (output, s) in zip(outputs, slices) {
+        for index in 0..<outputs.count {
+            let s = slices[index]
             try slice(s) { p, shape in
-                switch output.kind {
-                case .array(_, let dataType):
+                switch s.kind! {
+                case .array:
+                    let dataType = s.dataType
                     let array: MLMultiArray
                     if let block = s.block {
                         // The row's part of the batch's block; the block lives while any row's array does.
                         let bytes = shape.count * dataType.size
                         array = try MLMultiArray(dataPointer: block.pointer + row * bytes, shape: s.dims, dataType: dataType,
-                                                 strides: s.strides, deallocator: { _ in withExtendedLifetime(block) {} })
+                                                 strides: s.strides, owner: block)
                     } else {
-                        array = try options.outputArray(named: output.name, shape: s.dims, dataType: dataType)
+                        array = try options.outputArray(named: s.name, shape: s.dims, dataType: dataType)
                     }
                     array.write(contiguous: UnsafeBufferPointer(start: p, count: shape.count))
-                    entries.append((output.name, MLFeatureValue(multiArray: array)))
+                    entries.append((s.name, MLFeatureValue(multiArray: array)))
                 case .double:
-                    entries.append((output.name, MLFeatureValue(double: Double(p[0]))))
+                    entries.append((s.name, MLFeatureValue(double: Double(p[0]))))
                 case .image(let space):
-                    entries.append((output.name, MLFeatureValue(image: try NNImageOutput.image(p, shape: shape, colorSpace: space, feature: output.name))))
+                    entries.append((s.name, MLFeatureValue(image: try NNImageOutput.image(p, shape: shape, colorSpace: space, feature: s.name))))
                 }
             }
         }
