@@ -7,9 +7,10 @@ before; an input another kind of layer also reads, or that is also an output, is
 copied. `cortado inspect` names the inputs read in place (only with Cortado's AVX-512F GEMM:
 on another CPU, or with CORTADO_GEMM=openblas, every input is copied).
 
-Each case checks every row against NumPy (test_dense's GEMM_TOL), for batches of 1, 13 (a
-partial 12-row panel) and 30 rows (split over both threads), and checks the float32 and the
-DOUBLE runs of the same values against each other to 1e-6.
+Each case checks every row against NumPy (test_dense's GEMM_TOL), for batches of 1 (copied:
+under 4096 floats a copy is cheaper than the row pointers), 13 (a partial 12-row panel) and
+30 rows (split over both threads), and checks the float32 and the DOUBLE runs of the same
+values against each other to 1e-6.
 """
 import subprocess
 
@@ -28,7 +29,7 @@ def float32_input(b):
         f.type.multiArrayType.dataType = ft.ArrayFeatureType.FLOAT32
 
 
-def mlp(k=100, hidden=24, out=5, seed=1):
+def mlp(k=400, hidden=24, out=5, seed=1):
     """k → hidden (ReLU) → out, FLOAT32 input declared."""
     r = rng(seed)
     w0 = (r.normal(size=(hidden, k)) / np.sqrt(k)).astype(np.float32)
@@ -58,7 +59,7 @@ def test_float32_rows_read_in_place_match_numpy(count, tmp_path):
     spec, reference = mlp()
     r = rng(20 + count)
     # Values exact in float32, so the float32 and DOUBLE runs see the same inputs.
-    xs = [r.normal(size=100).astype(np.float32).astype(np.float64) for _ in range(count)]
+    xs = [r.normal(size=400).astype(np.float32).astype(np.float64) for _ in range(count)]
     out32 = predict(spec, rows_of(xs, "FLOAT32"), tmp_path)
     out64 = predict(spec, rows_of(xs, "DOUBLE"), tmp_path)
     # A mix: every other row DOUBLE, so the batch is copied and converted.
@@ -75,12 +76,12 @@ def test_float32_rows_read_in_place_match_numpy(count, tmp_path):
 def test_image_shaped_input_read_in_place(tmp_path):
     """A [C, H, W] input flattened by the inner product: each request row is one image."""
     r = rng(5)
-    w = (r.normal(size=(7, 4 * 3 * 3)) / 6).astype(np.float32)
+    w = (r.normal(size=(7, 16 * 6 * 6)) / 24).astype(np.float32)
     bias = r.normal(size=7).astype(np.float32)
-    b = builder([("x", (4, 3, 3))], [("y", (7,))])
-    b.add_inner_product("fc", W=w, b=bias, input_channels=36, output_channels=7, has_bias=True, input_name="x", output_name="y")
+    b = builder([("x", (16, 6, 6))], [("y", (7,))])
+    b.add_inner_product("fc", W=w, b=bias, input_channels=576, output_channels=7, has_bias=True, input_name="x", output_name="y")
     float32_input(b)
-    xs = [r.normal(size=(4, 3, 3)).astype(np.float32).astype(np.float64) for _ in range(17)]
+    xs = [r.normal(size=(16, 6, 6)).astype(np.float32).astype(np.float64) for _ in range(17)]
     out = predict(b, rows_of(xs, "FLOAT32"), tmp_path)
     for i, x in enumerate(xs):
         assert_close(out[i]["y"], w.astype(np.float64) @ x.reshape(-1) + bias, **dense.GEMM_TOL, what=f"row {i}")
@@ -106,7 +107,7 @@ def test_input_with_another_reader_is_copied(tmp_path):
 def test_openblas_path_copies_and_matches(tmp_path, monkeypatch):
     """CORTADO_GEMM=openblas: no packed weights, so the rows are copied; same answers."""
     spec, reference = mlp(seed=2)
-    xs = [rng(40 + i).normal(size=100).astype(np.float32).astype(np.float64) for i in range(13)]
+    xs = [rng(40 + i).normal(size=400).astype(np.float32).astype(np.float64) for i in range(13)]
     monkeypatch.setenv("CORTADO_GEMM", "openblas")
     out = predict(spec, rows_of(xs, "FLOAT32"), tmp_path)
     for i, x in enumerate(xs):

@@ -17,8 +17,9 @@ final class NNPlan: @unchecked Sendable {
         let outputs: [NNTensor]
         let name: String
         let type: String
-        /// Input 0 when it is one of `rowInputs` (given as rows when the batch leaves it there).
-        var rowInput: String?
+        /// Input 0's index in `rowInputs`, when it is one (given as rows when the batch leaves
+        /// it there).
+        var rowInput: Int?
     }
 
     /// Where planning stopped: the layer whose shapes wait for values, the blobs still alive
@@ -38,7 +39,7 @@ final class NNPlan: @unchecked Sendable {
     let pending: Pending?
     /// Network inputs read only by `NNRowReading` layers (as their first input): a batch of
     /// float32 arrays may leave them in the requests (`run(on:threads:times:rows:)`).
-    let rowInputs: Set<String>
+    let rowInputs: [String]
 
     private let graph: NNGraph
     private let kept: Set<String>
@@ -164,15 +165,16 @@ final class NNPlan: @unchecked Sendable {
             pending = nil
         }
         // Inputs of a whole network (not a continuation's live blobs) that only row readers read.
-        var rowInputs = Set<String>()
+        var rowInputs: [String] = []
         if start == 0 && end == graph.nodes.count {
-            for (name, shape) in inputShapes where !outputs.contains(name) {
+            for name in inputShapes.keys.sorted() where !outputs.contains(name) {
+                let shape = inputShapes[name]!
                 guard let r = reads[name], r.allSatisfy({ read in
                     read.input == 0 && (steps[read.step].layer as? any NNRowReading)?.readsRows(shape) == true
                         && r.filter({ $0.step == read.step }).count == 1
                 }) else { continue }
-                rowInputs.insert(name)
-                for read in r { steps[read.step].rowInput = name }
+                for read in r { steps[read.step].rowInput = rowInputs.count }
+                rowInputs.append(name)
             }
         }
         self.rowInputs = rowInputs
@@ -231,13 +233,14 @@ final class NNPlan: @unchecked Sendable {
     }
 
     /// Runs this plan's steps on a workspace whose inputs are filled in, except those of
-    /// `rowInputs` given in `rows` (read by their layers where the requests left them).
+    /// `rowInputs` given in `rows` (by index in `rowInputs`; read by their layers where the
+    /// requests left them).
     func runSteps(on base: UnsafeMutablePointer<Float>, threads: Int, times: MLLayerTimes? = nil,
-                  rows: [String: NNInputRows] = [:]) {
+                  rows: [NNInputRows?] = []) {
         let context = NNRunContext(base: base, scratch: base + blobFloats, threads: threads)
         for step in steps {
             var stepContext = context
-            if let name = step.rowInput, let given = rows[name] { stepContext.inputRows = given }
+            if let index = step.rowInput, index < rows.count, let given = rows[index] { stepContext.inputRows = given }
             guard let times else {
                 step.layer.run(inputs: step.inputs, outputs: step.outputs, context: stepContext)
                 continue
@@ -264,11 +267,11 @@ final class NNPlan: @unchecked Sendable {
     /// continuations where shapes are resolved at run time. Throws when a resolved shape is
     /// impossible (the message names the layer).
     func run(on base: UnsafeMutablePointer<Float>, threads: Int, times: MLLayerTimes? = nil,
-             rows: [String: NNInputRows] = [:]) throws -> Finished {
+             rows: [NNInputRows?] = []) throws -> Finished {
         var finished = Finished(plan: self, base: base)
         while true {
             // (Row inputs exist only in a plan of the whole network, which has no continuation.)
-            finished.plan.runSteps(on: finished.base, threads: threads, times: times, rows: finished.plan === self ? rows : [:])
+            finished.plan.runSteps(on: finished.base, threads: threads, times: times, rows: finished.plan === self ? rows : [])
             guard let pending = finished.plan.pending else { return finished }
             let next: NNPlan
             var produced: [(String, NNValue)] = []
