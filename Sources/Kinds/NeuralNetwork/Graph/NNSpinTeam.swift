@@ -18,8 +18,12 @@ import Synchronization
 final class NNSpinTeam: @unchecked Sendable {
     static let shared = NNSpinTeam(helpers: NNThreads.cores - 1)
 
-    /// How long an idle helper polls before it sleeps.
+    /// How long an idle helper polls before it sleeps: `spinNanos`, or after a long section a
+    /// tenth of its length (up to `maxSpinNanos`), so that the next of a run of large batches
+    /// (a batch split over the threads) does not wait ~25 µs for the helper to wake, while
+    /// the polling costs at most a tenth of the work it waits for.
     static let spinNanos: UInt64 = 50_000
+    static let maxSpinNanos: UInt64 = 1_000_000
     /// How long after a section begins its caller may wait for a helper to wake and claim a
     /// piece.
     static let wakeNanos: UInt64 = 100_000
@@ -35,6 +39,8 @@ final class NNSpinTeam: @unchecked Sendable {
     /// Pieces after 0 finished in this section.
     private let done = Atomic<Int>(0)
     private let sleepers = Atomic<Int>(0)
+    /// Length of the last section (nanoseconds).
+    private let lastSection = Atomic<Int>(0)
     private let condition = NSCondition()
     /// The current section; written before `next` is published.
     private var body: ((Int) -> Void)?
@@ -90,6 +96,7 @@ final class NNSpinTeam: @unchecked Sendable {
             }
             done.add(finished, ordering: .relaxed)
             while done.load(ordering: .acquiring) < workers - 1 { cg_pause() }
+            lastSection.store(Int(DispatchTime.now().uptimeNanoseconds - start), ordering: .relaxed)
             self.body = nil
         }
         busy.store(false, ordering: .releasing)
@@ -120,11 +127,12 @@ final class NNSpinTeam: @unchecked Sendable {
             var current = epoch.load(ordering: .acquiring)
             if current == seen {
                 let start = DispatchTime.now().uptimeNanoseconds
+                let spin = Swift.min(Self.maxSpinNanos, Swift.max(Self.spinNanos, UInt64(lastSection.load(ordering: .relaxed) / 10)))
                 var polls = 0
                 while current == seen {
                     cg_pause()
                     polls += 1
-                    if polls % 256 == 0 && DispatchTime.now().uptimeNanoseconds - start > Self.spinNanos {
+                    if polls % 256 == 0 && DispatchTime.now().uptimeNanoseconds - start > spin {
                         // Sleep until the epoch moves (checked under the lock after announcing
                         // the sleep, so a section published in between is never missed).
                         sleepers.add(1, ordering: .sequentiallyConsistent)
