@@ -51,6 +51,20 @@ public final class MLArrayBatchProvider: MLBatchProvider, @unchecked Sendable {
     public func features(at index: Int) -> MLFeatureProvider { array[index] }
 }
 
+/// A provider of one feature (a model with one output): no list or dictionary to allocate.
+public final class MLSingleFeatureProvider: MLFeatureProvider, @unchecked Sendable {
+    public let name: String
+    public let value: MLFeatureValue
+
+    public init(name: String, value: MLFeatureValue) {
+        self.name = name
+        self.value = value
+    }
+
+    public var featureNames: Set<String> { [name] }
+    public func featureValue(for featureName: String) -> MLFeatureValue? { featureName == name ? value : nil }
+}
+
 /// A provider of a few features kept as a list: looking a name up compares it with each
 /// entry (a small string compares in a couple of instructions) instead of hashing it, and
 /// building one allocates once. For the one to a handful of features most predictions read

@@ -47,4 +47,13 @@ final class MLFeatureListProviderTests: XCTestCase {
         let plain = MLFeatureValue(dictionary: .int64Keyed([1: 0.5]))
         XCTAssertNil(plain.classScores)
     }
+
+    func testSingleFeatureProvider() {
+        let value = MLFeatureValue(double: 2.5)
+        let p = MLSingleFeatureProvider(name: "y", value: value)
+        XCTAssertEqual(p.featureNames, ["y"])
+        XCTAssertTrue(p.featureValue(for: "y") === value)
+        XCTAssertNil(p.featureValue(for: "x"))
+        XCTAssertNil(p.featureValue(for: "y "))
+    }
 }

@@ -526,10 +526,8 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
             }
             try body(tmp, shape)
         }
-        var entries: [(name: String, value: MLFeatureValue)] = []
-        entries.reserveCapacity(outputs.count + 2)
-        for index in 0..<outputs.count {
-            let s = slices[index]
+        func value(_ s: OutputSlice) throws -> MLFeatureValue {
+            var value: MLFeatureValue?
             try slice(s) { p, shape in
                 switch s.kind! {
                 case .array:
@@ -544,13 +542,23 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
                         array = try options.outputArray(named: s.name, shape: s.dims, dataType: dataType)
                     }
                     array.write(contiguous: UnsafeBufferPointer(start: p, count: shape.count))
-                    entries.append((s.name, MLFeatureValue(multiArray: array)))
+                    value = MLFeatureValue(multiArray: array)
                 case .double:
-                    entries.append((s.name, MLFeatureValue(double: Double(p[0]))))
+                    value = MLFeatureValue(double: Double(p[0]))
                 case .image(let space):
-                    entries.append((s.name, MLFeatureValue(image: try NNImageOutput.image(p, shape: shape, colorSpace: space, feature: s.name))))
+                    value = MLFeatureValue(image: try NNImageOutput.image(p, shape: shape, colorSpace: space, feature: s.name))
                 }
             }
+            return value!
+        }
+        // One output (a regressor's, a plain network's): a provider of one value, no list.
+        if outputs.count == 1 && classifier == nil {
+            return MLSingleFeatureProvider(name: slices[0].name, value: try value(slices[0]))
+        }
+        var entries: [(name: String, value: MLFeatureValue)] = []
+        entries.reserveCapacity(outputs.count + 2)
+        for index in 0..<outputs.count {
+            entries.append((slices[index].name, try value(slices[index])))
         }
         if let classifier {
             var provider: MLFeatureProvider?
