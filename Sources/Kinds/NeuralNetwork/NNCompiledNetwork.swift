@@ -226,8 +226,9 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         return out
     }
 
-    /// Floats of a batch's array input from which rows that can be read in place are (one
-    /// request of 784 floats copies in ~0.1 µs, less than the row pointers' bookkeeping).
+    /// Floats of a batch's array input from which its rows are read in place when they can be;
+    /// fewer are copied (one request of 784 floats copies in ~0.1 µs, less than setting up
+    /// the row pointers takes).
     static let rowsInPlaceFloats = 4096
 
     /// Floats of a batch's array input from which the rows are copied in on several threads.
