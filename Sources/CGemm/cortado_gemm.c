@@ -177,27 +177,34 @@ CG_KERNEL_SET(CG_KERNEL_32_IN_PLACE, CG_KERNEL_16_IN_PLACE, _in_place)
 #define CG_A_11 a8[l3]
 #define CG_A_NEXT (a0++, a4++, a8++)
 #define CG_A_ROWS_SETUP const float *a0 = a, *a4 = a + 4 * lda, *a8 = a + 8 * lda; const long l1 = lda, l2 = 2 * lda, l3 = 3 * lda;
+#if defined(__clang__)
+#define CG_NO_UNROLL _Pragma("clang loop unroll(disable)")
+#else
+#define CG_NO_UNROLL
+#endif
+// The body of a 12×32 kernel whose k loop is not unrolled (A in place: the rows' addressing
+// as CG_A and CG_A_NEXT say, with k at p).
+#define CG_KERNEL_12X32_ROLLED_BODY \
+    CG_ROWS12(CG_DECL) \
+    for (long i = 0; i < mr; i++) { \
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0); \
+        _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0); \
+    } \
+    CG_NO_UNROLL \
+    for (long p = 0; p < kc; p++) { \
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16); \
+        CG_ROWS12(CG_FMA) \
+        CG_A_NEXT; b += CG_NR; \
+    } \
+    __mmask16 m0 = cg_lanes(nr), m1 = cg_lanes(nr - 16); \
+    CG_EPI_COLUMNS(m0, m1) \
+    if (mr == 12 && nr == CG_NR) { CG_ROWS12(CG_STORE_FULL) return; } \
+    CG_ROWS12(CG_STORE_PART)
 CG_TARGET __attribute__((noinline)) static void cg_kernel_12x32_a_rows(long kc, const float *restrict a, long lda, const float *restrict b,
                                                                       float *restrict c, long ldc, int add, long mr, long nr,
                                                                       const cg_epilogue *e, long row, long col) {
     CG_A_ROWS_SETUP
-    CG_ROWS12(CG_DECL)
-    for (long i = 0; i < mr; i++) {
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
-    }
-#if defined(__clang__)
-#pragma clang loop unroll(disable)
-#endif
-    for (long p = 0; p < kc; p++) {
-        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-        CG_ROWS12(CG_FMA)
-        CG_A_NEXT; b += CG_NR;
-    }
-    __mmask16 m0 = cg_lanes(nr), m1 = cg_lanes(nr - 16);
-    CG_EPI_COLUMNS(m0, m1)
-    if (mr == 12 && nr == CG_NR) { CG_ROWS12(CG_STORE_FULL) return; }
-    CG_ROWS12(CG_STORE_PART)
+    CG_KERNEL_12X32_ROLLED_BODY
 }
 CG_TARGET __attribute__((noinline)) static void cg_kernel_12x16_a_rows(long kc, const float *restrict a, long lda, const float *restrict b,
                                                                       float *restrict c, long ldc, int add, long mr, long nr,
@@ -223,38 +230,13 @@ CG_TARGET __attribute__((noinline)) static void cg_kernel_12x32_a_ptrs(long kc, 
                                                                       float *restrict c, long ldc, int add, long mr, long nr,
                                                                       const cg_epilogue *e, long row, long col) {
     CG_A_PTRS_SETUP
-    CG_ROWS12(CG_DECL)
-    for (long i = 0; i < mr; i++) {
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
-    }
-#if defined(__clang__)
-#pragma clang loop unroll(disable)
-#endif
-    for (long p = 0; p < kc; p++) {
-        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-        CG_ROWS12(CG_FMA)
-        b += CG_NR;
-    }
-    __mmask16 m0 = cg_lanes(nr), m1 = cg_lanes(nr - 16);
-    CG_EPI_COLUMNS(m0, m1)
-    if (mr == 12 && nr == CG_NR) { CG_ROWS12(CG_STORE_FULL) return; }
-    CG_ROWS12(CG_STORE_PART)
+    CG_KERNEL_12X32_ROLLED_BODY
 }
 CG_TARGET __attribute__((noinline)) static void cg_kernel_12x16_a_ptrs(long kc, const float *const *a, long p0, const float *restrict b,
                                                                       float *restrict c, long ldc, int add, long mr, long nr,
                                                                       const cg_epilogue *e, long row, long col) {
     CG_A_PTRS_SETUP
-    CG_ROWS12(CG_DECL1)
-    for (long p = 0; p < kc; p++) {
-        __m512 b0 = _mm512_loadu_ps(b);
-        CG_ROWS12(CG_FMA1)
-        b += CG_NR;
-    }
-    __mmask16 m0 = cg_lanes(nr);
-    CG_EPI_COLUMNS(m0, 0)
-    (void)s1; (void)t1;
-    CG_ROWS12(CG_STORE1)
+    CG_KERNEL_16_BODY(CG_ROWS12, b, b += CG_NR)
 }
 #undef CG_A
 #undef CG_A_NEXT
