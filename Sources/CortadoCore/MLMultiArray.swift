@@ -51,9 +51,22 @@ public final class MLMultiArray: @unchecked Sendable, CustomStringConvertible {
 
     /// Wraps memory the caller owns, without copying. `strides` default to row-major;
     /// `deallocator` runs when the array is released (nil: the caller keeps ownership).
-    public init(dataPointer: UnsafeMutableRawPointer, shape: [Int], dataType: MLMultiArrayDataType,
-                strides: [Int]? = nil, deallocator: ((UnsafeMutableRawPointer) -> Void)? = nil) throws {
-        let strides = strides ?? Self.rowMajorStrides(shape)
+    public convenience init(dataPointer: UnsafeMutableRawPointer, shape: [Int], dataType: MLMultiArrayDataType,
+                            strides: [Int]? = nil, deallocator: ((UnsafeMutableRawPointer) -> Void)? = nil) throws {
+        try self.init(wrapping: dataPointer, shape: shape, dataType: dataType, strides: strides ?? Self.rowMajorStrides(shape),
+                      deallocator: deallocator, owner: nil)
+    }
+
+    /// Wraps part of memory that `owner` keeps alive (a view into a block many arrays share),
+    /// without copying; the array holds `owner` until it is released. (The same as a
+    /// deallocator that captures `owner`, without allocating the closure's context.)
+    public convenience init(dataPointer: UnsafeMutableRawPointer, shape: [Int], dataType: MLMultiArrayDataType, strides: [Int],
+                            owner: AnyObject) throws {
+        try self.init(wrapping: dataPointer, shape: shape, dataType: dataType, strides: strides, deallocator: nil, owner: owner)
+    }
+
+    private init(wrapping dataPointer: UnsafeMutableRawPointer, shape: [Int], dataType: MLMultiArrayDataType, strides: [Int],
+                 deallocator: ((UnsafeMutableRawPointer) -> Void)?, owner: AnyObject?) throws {
         guard strides.count == shape.count else {
             throw MLModelError(.generic, "multi-array strides \(strides) do not match shape \(shape)")
         }
@@ -63,22 +76,6 @@ public final class MLMultiArray: @unchecked Sendable, CustomStringConvertible {
         self.count = shape.reduce(1, *)
         self.dataPointer = dataPointer
         self.deallocator = deallocator
-        self.owner = nil
-    }
-
-    /// Wraps part of memory that `owner` keeps alive (a view into a block many arrays share),
-    /// without copying; the array holds `owner` until it is released. (The same as a
-    /// deallocator that captures `owner`, without allocating the closure's context.)
-    public init(dataPointer: UnsafeMutableRawPointer, shape: [Int], dataType: MLMultiArrayDataType, strides: [Int], owner: AnyObject) throws {
-        guard strides.count == shape.count else {
-            throw MLModelError(.generic, "multi-array strides \(strides) do not match shape \(shape)")
-        }
-        self.shape = shape
-        self.strides = strides
-        self.dataType = dataType
-        self.count = shape.reduce(1, *)
-        self.dataPointer = dataPointer
-        self.deallocator = nil
         self.owner = owner
     }
 

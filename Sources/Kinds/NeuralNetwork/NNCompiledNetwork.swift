@@ -398,7 +398,7 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
                 if n * per >= Self.rowsInPlaceFloats, let slot = plan.rowInputs.firstIndex(of: input.name),
                    let pointers = Self.floatRows(column, floats: per) {
                     if rowInputs.isEmpty { rowInputs = Array(repeating: nil, count: plan.rowInputs.count) }
-                    rowInputs[slot] = NNInputRows(pointers: UnsafePointer(pointers), count: n, floats: per)
+                    rowInputs[slot] = NNInputRows(pointers: UnsafePointer(pointers), floats: per)
                     rowBuffers.append(pointers)
                     held.append(column)
                     continue

@@ -152,7 +152,6 @@ public protocol NNPoolAccepting: NNLayer {
 /// `pointers[r]` (float32, contiguous), read in place instead of copied into the workspace.
 public struct NNInputRows {
     public let pointers: UnsafePointer<UnsafePointer<Float>>
-    public let count: Int
     public let floats: Int
 }
 
