@@ -17,6 +17,7 @@ let kinds: [(name: String, path: String, extra: [Target.Dependency])] = [
     ("CortadoPipeline", "Sources/Kinds/Pipeline", []),
     ("CortadoBayesian", "Sources/Kinds/Bayesian", []),
     ("CortadoNeuralNetwork", "Sources/Kinds/NeuralNetwork", ["COpenBLAS", "CCortadoGemm"]),
+    ("CortadoMLProgram", "Sources/Kinds/MLProgram", ["COpenBLAS", "CCortadoGemm"]),
     ("CortadoLinkedModel", "Sources/Kinds/LinkedModel", []),
     ("CortadoNonMaximumSuppression", "Sources/Kinds/NonMaximumSuppression", []),
     ("CortadoCustomModel", "Sources/Kinds/CustomModel", []),

@@ -31,7 +31,8 @@ public final class MLModel: @unchecked Sendable {
 
     /// Loads an opened model file (any form); `name` overrides the file's name in messages.
     public convenience init(file: MLModelFile, configuration: MLModelConfiguration = MLModelConfiguration(), name: String? = nil) throws {
-        try self.init(specification: file.specification, configuration: configuration, name: name ?? file.name, depth: 0, payload: file.payload)
+        try self.init(specification: file.specification, configuration: configuration, name: name ?? file.name, depth: 0, payload: file.payload,
+                      resources: file.resources)
     }
 
     public convenience init(specification: CoreML_Specification_Model, configuration: MLModelConfiguration = MLModelConfiguration(), name: String = "model") throws {
@@ -40,9 +41,9 @@ public final class MLModel: @unchecked Sendable {
 
     /// `payload`: a compiled container's sections, for a kind that precompiles.
     init(specification spec: CoreML_Specification_Model, configuration: MLModelConfiguration, name: String, depth: Int,
-         payload: MLCompiledPayload? = nil) throws {
+         payload: MLCompiledPayload? = nil, resources: MLModelResources? = nil) throws {
         do {
-            let (specType, kind, context) = try Self.resolveKind(spec, configuration: configuration, name: name, depth: depth)
+            let (specType, kind, context) = try Self.resolveKind(spec, configuration: configuration, name: name, depth: depth, resources: resources)
             var description = context.description
             let compiled: any MLCompiledModel
             if let payload, let precompiling = kind as? any MLPrecompilingModelKind.Type {
@@ -63,7 +64,8 @@ public final class MLModel: @unchecked Sendable {
     }
 
     /// The registered kind for a spec, and the context it compiles in.
-    static func resolveKind(_ spec: CoreML_Specification_Model, configuration: MLModelConfiguration, name: String, depth: Int) throws
+    static func resolveKind(_ spec: CoreML_Specification_Model, configuration: MLModelConfiguration, name: String, depth: Int,
+                            resources: MLModelResources? = nil) throws
         -> (specType: String, kind: any MLModelKind.Type, context: MLCompileContext) {
         try MLModelSpec.checkVersion(spec, name: name)
         guard let specType = MLModelSpec.typeName(spec) else {
@@ -75,7 +77,8 @@ public final class MLModel: @unchecked Sendable {
             throw MLModelError(.unsupported, "\(specType) models are not supported by Cortado" +
                 (known.isEmpty ? " (no model kinds are registered: call CortadoModels.registerBuiltinKinds())" : "; supported: \(known.joined(separator: ", "))"))
         }
-        return (specType, kind, MLCompileContext(modelName: name, description: description, configuration: configuration, depth: depth))
+        return (specType, kind, MLCompileContext(modelName: name, description: description, configuration: configuration, depth: depth,
+                                                 resources: resources))
     }
 
     /// Predicts outputs for one input.

@@ -26,6 +26,8 @@ public struct MLModelConfiguration: Sendable {
     var linkChain: [String] = []
     /// The key for encrypted models; nil: `CORTADO_MODEL_KEY` when set.
     public var modelKey: MLModelKey?
+    /// The function of a multi-function ML Program to run (nil: the model's default function).
+    public var functionName: String?
 
     public init() {}
 }

@@ -74,13 +74,22 @@ public struct MLCompileContext: Sendable {
     public let configuration: MLModelConfiguration
     /// Nesting depth (pipelines inside pipelines), to stop runaway recursion.
     public let depth: Int
+    /// Files besides the spec (an `.mlpackage`'s weight blobs), when the model has them.
+    public var resources: MLModelResources? = nil
+
+    public init(modelName: String, description: MLModelDescription, configuration: MLModelConfiguration, depth: Int,
+                resources: MLModelResources? = nil) {
+        self.modelName = modelName; self.description = description; self.configuration = configuration
+        self.depth = depth; self.resources = resources
+    }
 
     /// Compiles a nested model (a pipeline stage). Errors name the stage.
     public func compileSubmodel(_ spec: CoreML_Specification_Model, name: String) throws -> MLModel {
         guard depth < 32 else {
             throw MLModelError(.invalidModel, model: modelName, "models nest more than 32 deep")
         }
-        return try MLModel(specification: spec, configuration: configuration, name: "\(modelName)/\(name)", depth: depth + 1)
+        return try MLModel(specification: spec, configuration: configuration, name: "\(modelName)/\(name)", depth: depth + 1,
+                           resources: resources)
     }
 }
 

@@ -33,11 +33,7 @@ public enum MLModelSpec {
     /// Reads a model file: a `.mlmodel` protobuf, or the spec inside an `.mlpackage` folder.
     public static func read(contentsOf url: URL) throws -> (spec: CoreML_Specification_Model, data: Data) {
         let name = url.deletingPathExtension().lastPathComponent
-        var file = url
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue {
-            file = url.appendingPathComponent("Data/com.apple.CoreML/model.mlmodel")
-        }
+        let file = MLModelPackage.isPackage(url) ? try MLModelPackage(url: url, name: name).specificationURL : url
         let data: Data
         do {
             data = try Data(contentsOf: file, options: .mappedIfSafe)

@@ -6,6 +6,7 @@ import CortadoFeatureEngineering
 import CortadoGLM
 import CortadoKNN
 import CortadoLinkedModel
+import CortadoMLProgram
 import CortadoNeuralNetwork
 import CortadoNonMaximumSuppression
 import CortadoPipeline
@@ -24,6 +25,7 @@ public enum CortadoModels {
         PipelineKinds.register()
         BayesianKinds.register()
         NeuralNetworkKinds.register()
+        MLProgramKinds.register()
         LinkedModelKinds.register()
         NonMaximumSuppressionKinds.register()
         CustomModelKinds.register()

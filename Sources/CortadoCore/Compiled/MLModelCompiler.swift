@@ -13,7 +13,8 @@ public enum MLModelCompiler {
             throw MLModelError(.invalidModel, model: name, "the model is already compiled; compile its .mlmodel instead")
         }
         do {
-            let (specType, kind, context) = try MLModel.resolveKind(file.specification, configuration: configuration, name: name, depth: 0)
+            let (specType, kind, context) = try MLModel.resolveKind(file.specification, configuration: configuration, name: name, depth: 0,
+                                                                    resources: file.resources)
             var precompiled = MLPrecompiledModel(specification: file.specification, sections: [])
             if let precompiling = kind as? any MLPrecompilingModelKind.Type {
                 precompiled = try precompiling.precompile(file.specification, context: context)
@@ -27,9 +28,20 @@ public enum MLModelCompiler {
             return try MLCompiledContainer.write([
                 MLCompiledSection(name: MLCompiledContainer.kindSection, data: Data(specType.utf8)),
                 MLCompiledSection(name: MLCompiledContainer.specSection, data: spec),
-            ] + precompiled.sections)
+            ] + precompiled.sections + resourceSections(file, precompiled: precompiled))
         } catch let error as MLModelError {
             throw error.inModel(name)
+        }
+    }
+
+    /// The model's files besides the spec (a package's weights), as sections, unless the
+    /// kind's precompiled sections already replace them.
+    static func resourceSections(_ file: MLModelFile, precompiled: MLPrecompiledModel) throws -> [MLCompiledSection] {
+        guard let resources = file.resources else { return [] }
+        let written = Set(precompiled.sections.map(\.name))
+        return try resources.allFiles(model: file.name).compactMap { item in
+            let name = MLModelResources.sectionPrefix + item.path
+            return written.contains(name) ? nil : MLCompiledSection(name: name, data: item.data)
         }
     }
 }

@@ -15,17 +15,20 @@ public struct MLModelFile {
     public let payload: MLCompiledPayload?
     /// Bytes as stored.
     public let byteCount: Int
+    /// Files besides the spec (an `.mlpackage`'s weights), nil when the model has none.
+    public var resources: MLModelResources? = nil
 
     /// Opens a file (a mapped read: a compiled model's weights are used in place). `key`
     /// decrypts an encrypted model; when nil, `CORTADO_MODEL_KEY` is used if set.
     public static func open(contentsOf url: URL, name: String? = nil, key: MLModelKey? = nil) throws -> MLModelFile {
         let name = name ?? Self.baseName(url)
-        var file = url
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue {
-            file = url.appendingPathComponent("Data/com.apple.CoreML/model.mlmodel")
+        guard MLModelPackage.isPackage(url) else {
+            return try open(bytes: MLModelBytes(mapping: url, name: name), name: name, key: key)
         }
-        return try open(bytes: MLModelBytes(mapping: file, name: name), name: name, key: key)
+        let package = try MLModelPackage(url: url, name: name)
+        var opened = try open(bytes: MLModelBytes(mapping: package.specificationURL, name: name), name: name, key: key)
+        if opened.resources == nil { opened.resources = MLModelResources(.folder(package.modelPath)) }
+        return opened
     }
 
     /// Opens a model held in memory, in any form.
@@ -47,7 +50,8 @@ public struct MLModelFile {
         case .compiled:
             let payload = try MLCompiledContainer.read(bytes, name: name)
             let spec = try MLModelSpec.parse(payload.data(MLCompiledContainer.specSection)!, name: name)
-            return MLModelFile(name: name, specification: spec, form: .compiled, innerForm: .compiled, payload: payload, byteCount: bytes.count)
+            return MLModelFile(name: name, specification: spec, form: .compiled, innerForm: .compiled, payload: payload, byteCount: bytes.count,
+                               resources: MLModelResources.inPayload(payload))
         case .encrypted:
             let plain = try decrypt(bytes, name: name, key: key)
             let inner = MLModelBytes(copying: plain)
@@ -56,7 +60,7 @@ public struct MLModelFile {
             }
             let opened = try open(bytes: inner, name: name, key: nil)
             return MLModelFile(name: name, specification: opened.specification, form: .encrypted, innerForm: opened.form,
-                               payload: opened.payload, byteCount: bytes.count)
+                               payload: opened.payload, byteCount: bytes.count, resources: opened.resources)
         }
     }
 

@@ -1,0 +1,73 @@
+import CortadoCore
+import Foundation
+
+/// A planned ML Program function, ready to predict: features in, features out.
+final class MLCompiledProgram: MLCompiledModel, @unchecked Sendable {
+    let plan: MILFunctionPlan
+    let description: MLModelDescription
+    let model: String
+    let runner = MILRunner()
+    /// For each function input, the description's feature of the same name.
+    private let inputFeatures: [MLFeatureDescription?]
+
+    init(plan: MILFunctionPlan, description: MLModelDescription, model: String) throws {
+        self.plan = plan
+        self.description = description
+        self.model = model
+        inputFeatures = plan.inputs.map { description.input(named: $0.name) }
+        for (i, input) in plan.inputs.enumerated() where inputFeatures[i] == nil {
+            if case .state = input.type { continue }
+            throw MLModelError(.invalidModel, model: model, "the program's input '\(input.name)' is not among the model's inputs")
+        }
+        guard plan.outputNames.count >= description.outputs.count || description.predictedProbabilitiesName != nil else {
+            throw MLModelError(.invalidModel, model: model, "the model declares \(description.outputs.count) outputs, the program returns \(plan.outputNames.count)")
+        }
+    }
+
+    func prediction(from input: MLFeatureProvider, options: MLPredictionOptions) throws -> MLFeatureProvider {
+        try prediction(from: input, options: options, states: [:])
+    }
+
+    /// One prediction; `states` hold the session's state tensors (stateful programs).
+    func prediction(from input: MLFeatureProvider, options: MLPredictionOptions, states: [String: MILStateCell]) throws -> MLFeatureProvider {
+        let frame = MILFrame(slotCount: plan.slotCount, states: states)
+        for (i, item) in plan.inputs.enumerated() {
+            if case .state = item.type {
+                guard let cell = states[item.name] else {
+                    throw MLModelError(.invalidModel, model: model, "the program's state '\(item.name)' needs a state (make one with makeState())")
+                }
+                frame.slots[item.slot] = .state(cell)
+                continue
+            }
+            guard let feature = inputFeatures[i], let value = input.featureValue(for: item.name) else {
+                throw MLModelError.featureType(item.name, "the input is missing")
+            }
+            frame.slots[item.slot] = .tensor(try MILFeatureIO.tensor(from: value, feature: feature, type: item.type))
+        }
+        let results: [MILValue]
+        do {
+            results = try runner.run(plan.body, frame: frame, inputs: [])
+        } catch let error as MILError {
+            throw MLModelError(.generic, model: model, error.description)
+        }
+        var outputs: [(name: String, value: MLFeatureValue)] = []
+        for (i, name) in plan.outputNames.enumerated() where i < results.count {
+            guard let feature = description.output(named: name) ?? (i < description.outputs.count ? description.outputs[i] : nil) else { continue }
+            outputs.append((feature.name, try MILFeatureIO.feature(from: results[i], feature: feature, backing: options.outputBackings[feature.name])))
+        }
+        return MLFeatureListProvider.make(outputs)
+    }
+
+    var summary: [String] {
+        var lines = ["function: \(plan.name) (\(plan.runCount) operations per prediction, \(plan.foldedCount) computed at load)"]
+        let types = plan.computeTypes
+        if types.contains(.fp16) {
+            lines.append("precision: fp16 tensors computed in fp32 and stored rounded to fp16 (no fp16 arithmetic path on this CPU)")
+        } else {
+            lines.append("precision: fp32")
+        }
+        let ops = plan.opCounts.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }
+        lines.append("operations: " + ops.joined(separator: ", "))
+        return lines
+    }
+}

@@ -1,0 +1,84 @@
+import CortadoCore
+import CortadoSpec
+
+/// One planned operation.
+final class MILStep {
+    let type: String
+    let name: String
+    let kernel: MILKernel
+    let inputs: [String: [MILArgument]]
+    let outputSlots: [Int]
+    let outputNames: [String]
+    let outputTypes: [MILType]
+    let blocks: [MILBlock]
+
+    init(type: String, name: String, kernel: @escaping MILKernel, inputs: [String: [MILArgument]], outputSlots: [Int],
+         outputNames: [String], outputTypes: [MILType], blocks: [MILBlock]) {
+        self.type = type; self.name = name; self.kernel = kernel; self.inputs = inputs
+        self.outputSlots = outputSlots; self.outputNames = outputNames; self.outputTypes = outputTypes; self.blocks = blocks
+    }
+}
+
+/// A planned block: its inputs' slots, its steps in order, its outputs.
+final class MILBlock {
+    let inputSlots: [Int]
+    let steps: [MILStep]
+    let outputs: [MILArgument]
+    init(inputSlots: [Int], steps: [MILStep], outputs: [MILArgument]) {
+        self.inputSlots = inputSlots; self.steps = steps; self.outputs = outputs
+    }
+}
+
+/// Runs planned blocks.
+final class MILRunner {
+    /// Runs a block in `frame`; nested blocks share the frame (names are unique in a function).
+    func run(_ block: MILBlock, frame: MILFrame, inputs: [MILValue]) throws -> [MILValue] {
+        for (slot, v) in zip(block.inputSlots, inputs) { frame.slots[slot] = v }
+        for step in block.steps {
+            try execute(step, frame: frame)
+        }
+        let call = MILOpCall(step: block.steps.last ?? MILRunner.emptyStep, frame: frame, runner: self)
+        return try block.outputs.map { try call.resolve($0) }
+    }
+
+    func execute(_ step: MILStep, frame: MILFrame) throws {
+        let call = MILOpCall(step: step, frame: frame, runner: self)
+        let results = try step.kernel(call)
+        guard results.count >= step.outputSlots.count else {
+            throw call.error("the kernel returned \(results.count) values for \(step.outputSlots.count) outputs")
+        }
+        for (i, slot) in step.outputSlots.enumerated() {
+            frame.slots[slot] = try Self.conform(results[i], to: step.outputTypes[i], call: call, output: i)
+        }
+    }
+
+    /// Holds a result to its declared type: elements converted to the declared element type
+    /// (fp16 outputs rounded to fp16), the shape checked against fixed declared dimensions.
+    static func conform(_ value: MILValue, to type: MILType, call: MILOpCall, output: Int) throws -> MILValue {
+        guard case .tensor(var t) = value, case .tensor(let dt, let dims) = type else { return value }
+        if t.dataType != dt || dt == .fp16 || dt == .bf16 {
+            if t.dataType == dt, case .float(var f) = t.storage {
+                t.storage = .float([]) // drop the reference so the rounding below does not copy
+                for i in f.indices { f[i] = dt.round(f[i]) }
+                t.storage = .float(f)
+            } else {
+                t = t.converted(to: dt)
+                if dt == .fp16, t.dataType == .fp16, case .float(var f) = t.storage {
+                    t.storage = .float([])
+                    for i in f.indices { f[i] = dt.round(f[i]) }
+                    t.storage = .float(f)
+                }
+            }
+        }
+        if let dims {
+            let fixed = dims.count == t.rank && zip(dims, t.shape).allSatisfy { $0.0 == nil || $0.0 == $0.1 }
+            if !fixed {
+                throw call.error("output \(output) has shape \(t.shape), the program declares \(type)")
+            }
+        }
+        return .tensor(t)
+    }
+
+    nonisolated(unsafe) static let emptyStep = MILStep(type: "block", name: "block", kernel: { _ in [] }, inputs: [:], outputSlots: [], outputNames: [],
+                                   outputTypes: [], blocks: [])
+}
