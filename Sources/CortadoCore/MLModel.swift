@@ -71,7 +71,7 @@ public final class MLModel: @unchecked Sendable {
         guard let specType = MLModelSpec.typeName(spec) else {
             throw MLModelError(.invalidModel, "the model has no type")
         }
-        let description = try MLModelDescription(spec.description_p)
+        let description = try MLModelDescription(spec.description_p, function: configuration.functionName)
         guard let kind = MLModelKindRegistry.shared.kind(for: specType) else {
             let known = MLModelKindRegistry.shared.supportedSpecTypes
             throw MLModelError(.unsupported, "\(specType) models are not supported by Cortado" +

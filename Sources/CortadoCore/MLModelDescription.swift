@@ -25,7 +25,32 @@ public struct MLModelDescription: Sendable {
     /// Class labels of a classifier, filled in by the model kind.
     public var classLabels: MLClassLabels?
 
-    public init(_ spec: CoreML_Specification_ModelDescription) throws {
+    /// The states a stateful model keeps between predictions (Core ML 8's `MLState`).
+    public var states: [MLFeatureDescription] = []
+    /// The functions of a multi-function model, and the one this description describes.
+    public var functionNames: [String] = []
+    public var functionName: String?
+
+    /// Reads a description. For a multi-function model (specification 9), the inputs,
+    /// outputs and states are those of `function` (nil: the model's default function).
+    public init(_ spec: CoreML_Specification_ModelDescription, function: String? = nil) throws {
+        var spec = spec
+        if !spec.functions.isEmpty {
+            let name = function ?? (spec.defaultFunctionName.isEmpty ? spec.functions[0].name : spec.defaultFunctionName)
+            guard let chosen = spec.functions.first(where: { $0.name == name }) else {
+                throw MLModelError(.invalidModel, "the model has no function named '\(name)' (it has: \(spec.functions.map(\.name).joined(separator: ", ")))")
+            }
+            spec.input = chosen.input
+            spec.output = chosen.output
+            spec.state = chosen.state
+            spec.predictedFeatureName = chosen.predictedFeatureName
+            spec.predictedProbabilitiesName = chosen.predictedProbabilitiesName
+            functionNames = spec.functions.map(\.name)
+            functionName = name
+        } else if let function, function != "main" {
+            throw MLModelError(.invalidModel, "the model has one function; '\(function)' names none")
+        }
+        states = try spec.state.map(MLFeatureDescription.init)
         inputs = try spec.input.map(MLFeatureDescription.init)
         outputs = try spec.output.map(MLFeatureDescription.init)
         predictedFeatureName = spec.predictedFeatureName.isEmpty ? nil : spec.predictedFeatureName

@@ -60,8 +60,11 @@ public struct MLKindCoverage: Sendable {
     /// What is listed, e.g. "neural-network layer types".
     public let title: String
     public let items: [Item]
-    public init(title: String, items: [Item]) {
-        self.title = title; self.items = items
+    /// What the parts are called, which names the CLI flag listing them ("layers" for
+    /// `--layers-supported`, "ops" for `--ops-supported`).
+    public let partName: String
+    public init(title: String, items: [Item], partName: String = "layers") {
+        self.title = title; self.items = items; self.partName = partName
     }
     public var runCount: Int { items.filter(\.runs).count }
 }

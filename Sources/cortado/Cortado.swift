@@ -39,6 +39,12 @@ struct ModelKeyOptions: ParsableArguments {
         valueName: "file"))
     var keyFile: String?
 
+    @Option(name: .long, help: ArgumentHelp(
+        "The function of a multi-function ML Program to use (MLModelConfiguration.functionName).",
+        discussion: "Without it, the model's default function. `cortado inspect` lists a model's functions.",
+        valueName: "name"))
+    var function: String?
+
     /// The key to use, or nil for the environment's (read by the core when needed).
     func key() -> MLModelKey? {
         guard let keyFile else { return nil }
@@ -49,6 +55,7 @@ struct ModelKeyOptions: ParsableArguments {
     func configuration() -> MLModelConfiguration {
         var configuration = MLModelConfiguration()
         configuration.modelKey = key()
+        configuration.functionName = function
         return configuration
     }
 }

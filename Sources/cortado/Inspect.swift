@@ -19,16 +19,21 @@ struct Inspect: ParsableCommand {
 
     @OptionGroup var plugins: PluginOptions
 
-    @Flag(help: "Print, for each model kind that lists its parts (the neural-network layer types of the format), how many Cortado runs out of the total, then every part with its status.")
+    @Flag(help: "Print, for each model kind that lists its parts (the neural-network layer types of the format, the ML Program operations), how many Cortado runs out of the total, then every part with its status.")
     var layersSupported = false
 
+    @Flag(help: "Print every ML Program operation of the iOS15–iOS18 opsets with whether Cortado runs it (and why not, where it does not).")
+    var opsSupported = false
+
     func validate() throws {
-        if model == nil && !layersSupported { throw ValidationError("Name a model file (or pass --layers-supported).") }
+        if model == nil && !layersSupported && !opsSupported {
+            throw ValidationError("Name a model file (or pass --layers-supported or --ops-supported).")
+        }
     }
 
     func run() throws {
-        if layersSupported {
-            printCoverage()
+        if layersSupported || opsSupported {
+            printCoverage(parts: layersSupported && opsSupported ? nil : (opsSupported ? "ops" : nil))
             return
         }
         guard let model else { return }
@@ -48,7 +53,10 @@ struct Inspect: ParsableCommand {
         print("Type:          \(typeName)")
         print("Spec version:  \(spec.specificationVersion)")
         let description: MLModelDescription
-        do { description = try MLModelDescription(spec.description_p) } catch { fail("\(error)") }
+        do { description = try MLModelDescription(spec.description_p, function: keyOptions.function) } catch { fail("\(error)") }
+        if let function = description.functionName {
+            print("Functions:     \(description.functionNames.joined(separator: ", ")) (described: \(function); --function NAME picks another)")
+        }
         let meta = [("Description", description.shortDescription), ("Author", description.author),
                     ("License", description.license), ("Version", description.versionString)]
         for (key, value) in meta where !value.isEmpty { print("\((key + ":").padding(toLength: 15, withPad: " ", startingAt: 0))\(value)") }
@@ -59,6 +67,10 @@ struct Inspect: ParsableCommand {
         for f in description.outputs { print("  \(f)\(f.shortDescription.isEmpty ? "" : "  — \(f.shortDescription)")") }
         if let p = description.predictedFeatureName { print("Predicted feature:        \(p)") }
         if let p = description.predictedProbabilitiesName { print("Predicted probabilities:  \(p)") }
+        if !description.states.isEmpty {
+            print("States:")
+            for f in description.states { print("  \(f)") }
+        }
         plugins.load()
         do {
             let loaded = try loadModel(model, configuration: keyOptions.configuration())
@@ -73,8 +85,9 @@ struct Inspect: ParsableCommand {
         }
     }
 
-    private func printCoverage() {
-        for coverage in MLModelKindRegistry.shared.coverages {
+    /// `parts`: only the lists of that part name ("ops"); nil: every list.
+    private func printCoverage(parts: String?) {
+        for coverage in MLModelKindRegistry.shared.coverages where parts == nil || coverage.partName == parts {
             print("\(coverage.title): \(coverage.runCount) of \(coverage.items.count) run")
             for item in coverage.items {
                 let status = item.runs ? "runs" : (item.note.isEmpty ? "not yet" : "no — \(item.note)")

@@ -255,7 +255,7 @@ def test_shape_ops(tmp_path):
         sl = mb.slice_by_index(x=x, begin=[1, 0, 3], end=[2, 3, 0], stride=[1, 2, -2], squeeze_mask=[True, False, False])
         sz = mb.slice_by_size(x=x, begin=[0, 1, 1], size=[-1, 2, 2])
         sh = mb.cast(x=mb.shape(x=st), dtype="fp32")
-        return b, st, sl, sz, sh
+        return mb.identity(x=b), st, sl, sz, sh
 
     out = list(run_program(prog, {"x": x}, tmp_path).values())
     f = np.transpose(x, (2, 0, 1)).reshape(4, 6)

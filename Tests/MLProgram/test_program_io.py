@@ -13,6 +13,8 @@ from coremltools.converters.mil.mil import get_new_symbol
 
 from milharness import assert_close, convert, ct, inspect, mb, only, predict, rng
 
+OPS = ["classify"]
+
 
 def test_image_input_classifier(tmp_path):
     @mb.program(input_specs=[mb.TensorSpec(shape=(1, 3, 4, 5))], opset_version=ct.target.iOS16)

@@ -2,7 +2,7 @@ import CortadoCore
 import Foundation
 
 /// A planned ML Program function, ready to predict: features in, features out.
-final class MLCompiledProgram: MLCompiledModel, @unchecked Sendable {
+final class MLCompiledProgram: MLStatefulCompiledModel, @unchecked Sendable {
     let plan: MILFunctionPlan
     let description: MLModelDescription
     let model: String
@@ -25,7 +25,42 @@ final class MLCompiledProgram: MLCompiledModel, @unchecked Sendable {
     }
 
     func prediction(from input: MLFeatureProvider, options: MLPredictionOptions) throws -> MLFeatureProvider {
-        try prediction(from: input, options: options, states: [:])
+        guard plan.inputs.allSatisfy({ if case .state = $0.type { return false } else { return true } }) else {
+            throw MLModelError(.generic, model: model, "the model keeps state: predict with a state from makeState()")
+        }
+        return try prediction(from: input, options: options, states: [:])
+    }
+
+    /// States of one session: a zero tensor per state input of the program.
+    final class States {
+        var cells: [String: MILStateCell]
+        init(_ cells: [String: MILStateCell]) { self.cells = cells }
+    }
+
+    func makeStateStorage() throws -> AnyObject {
+        var cells: [String: MILStateCell] = [:]
+        for input in plan.inputs {
+            guard case .state(let wrapped) = input.type else { continue }
+            guard let dt = wrapped.dataType, let dims = wrapped.dimensions, dims.allSatisfy({ $0 != nil }) else {
+                throw MLModelError(.invalidModel, model: model, "the state '\(input.name)' has no fixed shape")
+            }
+            let shape = dims.map { $0! }
+            let zeros = MILTensor(floats: [Float](repeating: 0, count: shape.reduce(1, *)), shape: shape, dataType: .fp32)
+            cells[input.name] = MILStateCell(zeros.converted(to: dt))
+        }
+        return States(cells)
+    }
+
+    func prediction(from input: MLFeatureProvider, state: AnyObject, options: MLPredictionOptions) throws -> MLFeatureProvider {
+        guard let states = state as? States else {
+            throw MLModelError(.generic, model: model, "the state was not made by this model")
+        }
+        return try prediction(from: input, options: options, states: states.cells)
+    }
+
+    /// The state tensors' current values, for tests and inspection.
+    func stateValues(_ state: AnyObject) -> [String: MILTensor] {
+        (state as? States)?.cells.mapValues(\.value) ?? [:]
     }
 
     /// One prediction; `states` hold the session's state tensors (stateful programs).

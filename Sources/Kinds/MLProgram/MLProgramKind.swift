@@ -9,7 +9,7 @@ enum MLProgramKind: MLModelKind {
 
     static func compile(_ spec: CoreML_Specification_Model, context: MLCompileContext) throws -> any MLCompiledModel {
         let decoder = MILValueDecoder(resources: context.resources, model: context.modelName)
-        let function = context.configuration.functionName ?? (spec.description_p.defaultFunctionName.isEmpty ? "main" : spec.description_p.defaultFunctionName)
+        let function = context.description.functionName ?? context.configuration.functionName ?? "main"
         do {
             let plan = try MILPlanner.plan(spec.mlProgram, function: function, decoder: decoder)
             return try MLCompiledProgram(plan: plan, description: context.description, model: context.modelName)
@@ -19,7 +19,7 @@ enum MLProgramKind: MLModelKind {
     }
 
     static var coverage: MLKindCoverage? {
-        MLKindCoverage(title: "ML Program operations (iOS15–iOS18 opsets)", items: MILOpRegistry.coverageItems)
+        MLKindCoverage(title: "ML Program operations (iOS15–iOS18 opsets)", items: MILOpRegistry.coverageItems, partName: "ops")
     }
 }
 
