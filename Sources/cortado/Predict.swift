@@ -11,7 +11,8 @@ struct Predict: ParsableCommand {
         JSON, a missing, unknown or mistyped feature) is reported on stderr with its line number \
         and the run exits with status 1. Rows are predicted in batches of up to --batch rows \
         (a neural network runs a batch as one pass along its batch axis); a row that fails \
-        inside a batch is retried alone, so errors still name their line.
+        inside a batch is retried alone, so errors still name their line. The rows of a stateful \
+        model (an ML Program with state) run in order through one state, as one session.
         """
     )
 
@@ -42,6 +43,12 @@ struct Predict: ParsableCommand {
         let outputNames = description.outputs.map(\.name)
 
         guard batch >= 1 else { fail("--batch must be at least 1") }
+        // A stateful model's rows run in order through one state (one session, as an app's
+        // MLState would carry them).
+        var state: MLState?
+        if loaded.isStateful {
+            do { state = try loaded.makeState() } catch { fail("\(error)") }
+        }
         let rows = JSONRowsInput(path: input)
         var sink = OutputSink(path: output)
         var failures = 0
@@ -59,13 +66,14 @@ struct Predict: ParsableCommand {
         // Predicts the pending rows as one batch; on failure, row by row to find the bad one.
         func flushPending() throws {
             defer { pending.removeAll(keepingCapacity: true) }
-            if pending.count > 1, let results = try? loaded.predictions(fromBatch: MLArrayBatchProvider(array: pending.map(\.features))) {
+            if state == nil, pending.count > 1, let results = try? loaded.predictions(fromBatch: MLArrayBatchProvider(array: pending.map(\.features))) {
                 for i in 0..<results.count { sink.write(MLFeatureJSON.encode(results.features(at: i), names: outputNames)) }
                 return
             }
             for row in pending {
                 do {
-                    sink.write(MLFeatureJSON.encode(try loaded.prediction(from: row.features), names: outputNames))
+                    let result = try state.map { try loaded.prediction(from: row.features, using: $0) } ?? loaded.prediction(from: row.features)
+                    sink.write(MLFeatureJSON.encode(result, names: outputNames))
                 } catch {
                     try report(row.line, error)
                 }
