@@ -11,7 +11,8 @@ struct Encrypt: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Encrypt a model (AES-256-GCM) so that it is not readable at rest.",
         discussion: """
-        MODEL may be a .mlmodel or a compiled model (from `cortado compile`); OUT (magic \
+        MODEL may be a .mlmodel, an .mlpackage folder (its spec and weights are sealed together, \
+        as a compiled model) or a compiled model (from `cortado compile`); OUT (magic \
         CORTADOE, name it model.cortado-enc in a served repository) loads in predict, inspect, \
         report, compile and serve given the same key through --key-file or CORTADO_MODEL_KEY. \
         A wrong key, a missing key or altered bytes fail the load with a message naming the \
@@ -20,7 +21,7 @@ struct Encrypt: ParsableCommand {
         """
     )
 
-    @Argument(help: "The model to encrypt (.mlmodel or compiled).")
+    @Argument(help: "The model to encrypt (.mlmodel, .mlpackage folder or compiled).")
     var model: String?
 
     @Argument(help: "The encrypted file to write (e.g. model.cortado-enc).")
@@ -57,8 +58,15 @@ struct Encrypt: ParsableCommand {
             fail("\(error)")
         }
         guard let key else { fail("no key: use --key-file FILE, --generate-key FILE or set \(MLModelKey.environmentVariable)") }
-        let data: Data
-        do { data = try Data(contentsOf: URL(fileURLWithPath: model)) } catch { fail("cannot read \(model): \(error.localizedDescription)") }
+        var data: Data
+        if MLModelPackage.isPackage(URL(fileURLWithPath: model)) {
+            // A package is a folder: its spec and weight files travel as one compiled container.
+            do {
+                data = try MLModelCompiler.compiledContainer(try MLModelFile.open(contentsOf: URL(fileURLWithPath: model)))
+            } catch { fail("\(error)") }
+        } else {
+            do { data = try Data(contentsOf: URL(fileURLWithPath: model)) } catch { fail("cannot read \(model): \(error.localizedDescription)") }
+        }
         let name = URL(fileURLWithPath: model).deletingPathExtension().lastPathComponent
         do {
             guard MLModelForm.recognise(data.prefix(8)) != .encrypted else { fail("\(model) is already encrypted") }

@@ -29,7 +29,7 @@ import coremltools as ct  # noqa: E402
 from coremltools.converters.mil import Builder as mb  # noqa: E402
 from coremltools.converters.mil.mil import types  # noqa: E402
 
-from nnharness import assert_close, cortado_command, rng  # noqa: E402,F401
+from nnharness import REPO as REPO_ROOT, assert_close, cortado_command, rng  # noqa: E402,F401
 
 DTYPES = {np.float32: "FLOAT32", np.float16: "FLOAT16", np.int32: "INT32", np.float64: "DOUBLE"}
 

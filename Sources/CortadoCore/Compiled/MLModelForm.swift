@@ -17,9 +17,9 @@ public enum MLModelForm: String, Sendable, CaseIterable {
 
     /// The file names a model repository looks for in a version folder, in order of preference
     /// (a compiled model loads fastest).
-    public static let repositoryFileNames = ["model.cortado", "model.cortado-enc", "model.mlmodel"]
+    public static let repositoryFileNames = ["model.cortado", "model.cortado-enc", "model.mlmodel", "model.mlpackage"]
     /// File extensions of the three forms.
-    public static let fileExtensions = ["cortado", "cortado-enc", "mlmodel"]
+    public static let fileExtensions = ["cortado", "cortado-enc", "mlmodel", "mlpackage"]
 
     /// The form of bytes that start with `head` (at least 8 bytes read, when the file has them).
     public static func recognise<C: Collection>(_ head: C) -> MLModelForm where C.Element == UInt8 {

@@ -8,7 +8,7 @@ public final class MLModelResources: @unchecked Sendable {
     public enum Source: Sendable {
         /// The folder `@model_path` names.
         case folder(URL)
-        /// A compiled container whose sections named `resource:<path>` hold the files.
+        /// A compiled container whose sections named `@<path>` hold the files.
         case payload(MLCompiledPayload)
     }
 
@@ -16,8 +16,9 @@ public final class MLModelResources: @unchecked Sendable {
     private let lock = NSLock()
     private var mapped: [String: MLModelBytes] = [:]
 
-    /// The section name prefix of a resource in a compiled container.
-    public static let sectionPrefix = "resource:"
+    /// The section name prefix of a resource in a compiled container (section names are short:
+    /// `@weights/weight.bin`).
+    public static let sectionPrefix = "@"
 
     public init(_ source: Source) {
         self.source = source

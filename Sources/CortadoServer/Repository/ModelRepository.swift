@@ -3,7 +3,7 @@ import CortadoGRPC
 import Foundation
 
 /// The models a server serves, from a repository folder laid out as
-/// `DIR/<name>/<version>/model.mlmodel` (or a bare `DIR/<name>.mlmodel`, version 1). A version
+/// `DIR/<name>/<version>/model.mlmodel` or `model.mlpackage/` (or a bare `DIR/<name>.mlmodel`, version 1). A version
 /// folder may hold `model.cortado` (compiled), `model.cortado-enc` (encrypted) or
 /// `model.mlmodel`, preferred in that order (`MLModelForm.repositoryFileNames`); any file is
 /// read by its first bytes, whatever its extension.
@@ -137,7 +137,7 @@ public final class ModelRepository: @unchecked Sendable {
     @discardableResult
     public func load(_ name: String) throws -> ServedModel {
         guard let location = location(of: name) else {
-            throw GRPCStatus(.notFound, root == nil ? "no model repository is configured" : "no model named '\(name)' in the repository \(root!.path) (expected \(name)/<version>/model.mlmodel or \(name).mlmodel, or compiled or encrypted: model.cortado, model.cortado-enc)")
+            throw GRPCStatus(.notFound, root == nil ? "no model repository is configured" : "no model named '\(name)' in the repository \(root!.path) (expected \(name)/<version>/model.mlmodel, model.mlpackage or \(name).mlmodel, or compiled or encrypted: model.cortado, model.cortado-enc)")
         }
         return try load(location)
     }

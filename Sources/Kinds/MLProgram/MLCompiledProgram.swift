@@ -10,8 +10,12 @@ final class MLCompiledProgram: MLStatefulCompiledModel, @unchecked Sendable {
     /// For each function input, the description's feature of the same name.
     private let inputFeatures: [MLFeatureDescription?]
 
+    /// The labels of the program's `classify` op, when it has one with constant classes.
+    let classLabels: MLClassLabels?
+
     init(plan: MILFunctionPlan, description: MLModelDescription, model: String) throws {
         self.plan = plan
+        classLabels = Self.labels(plan.body)
         self.description = description
         self.model = model
         inputFeatures = plan.inputs.map { description.input(named: $0.name) }
@@ -91,6 +95,22 @@ final class MLCompiledProgram: MLStatefulCompiledModel, @unchecked Sendable {
             outputs.append((feature.name, try MILFeatureIO.feature(from: results[i], feature: feature, backing: options.outputBackings[feature.name])))
         }
         return MLFeatureListProvider.make(outputs)
+    }
+
+    /// The classes of a top-level `classify` op.
+    static func labels(_ block: MILBlock) -> MLClassLabels? {
+        guard let step = block.steps.last(where: { $0.type == "classify" }), let bound = step.inputs["classes"]?.first,
+              case .constant(let value) = bound else { return nil }
+        var tensors: [MILTensor] = []
+        switch value {
+        case .list(let items): tensors = items.compactMap(\.tensor)
+        case .tensor(let t):
+            tensors = t.dataType == .string ? t.strings.map { MILTensor(.string, shape: [], storage: .string([$0])) }
+                : t.ints.map { MILTensor(ints: [$0], shape: []) }
+        default: return nil
+        }
+        if tensors.allSatisfy({ $0.dataType == .string }) { return .strings(tensors.compactMap { $0.strings.first }) }
+        return .int64s(tensors.compactMap { $0.ints.first.map(Int64.init) })
     }
 
     var summary: [String] {
