@@ -24,8 +24,44 @@ final class MILBlock {
     let inputSlots: [Int]
     let steps: [MILStep]
     let outputs: [MILArgument]
+    /// For each step, the slots no later step of this block (nor its outputs) reads: released
+    /// once the step ran, so a value's memory lives only as long as its last reader and the
+    /// next op can often update a buffer in place instead of copying it.
+    let releases: [[Int]]
+
     init(inputSlots: [Int], steps: [MILStep], outputs: [MILArgument]) {
         self.inputSlots = inputSlots; self.steps = steps; self.outputs = outputs
+        var lastUse: [Int: Int] = [:]
+        for (i, step) in steps.enumerated() {
+            for slot in step.readSlots { lastUse[slot] = i }
+            for slot in step.outputSlots where lastUse[slot] == nil { lastUse[slot] = i }
+        }
+        var kept = Set<Int>(inputSlots)
+        for case .slot(let s, _) in outputs { kept.insert(s) }
+        var releases = [[Int]](repeating: [], count: steps.count)
+        for (slot, i) in lastUse where !kept.contains(slot) && steps.indices.contains(i) {
+            // Slots defined outside this block (an enclosing block's values) are not ours to release.
+            if steps.contains(where: { $0.outputSlots.contains(slot) }) { releases[i].append(slot) }
+        }
+        self.releases = releases
+    }
+
+    /// Every slot this block's steps read, nested blocks included.
+    var readSlots: Set<Int> {
+        var all = Set<Int>()
+        for step in steps { all.formUnion(step.readSlots) }
+        for case .slot(let s, _) in outputs { all.insert(s) }
+        return all
+    }
+}
+
+extension MILStep {
+    /// The slots this step reads, its nested blocks' reads included.
+    var readSlots: Set<Int> {
+        var all = Set<Int>()
+        for bound in inputs.values { for case .slot(let s, _) in bound { all.insert(s) } }
+        for block in blocks { all.formUnion(block.readSlots) }
+        return all
     }
 }
 
@@ -34,8 +70,9 @@ final class MILRunner {
     /// Runs a block in `frame`; nested blocks share the frame (names are unique in a function).
     func run(_ block: MILBlock, frame: MILFrame, inputs: [MILValue]) throws -> [MILValue] {
         for (slot, v) in zip(block.inputSlots, inputs) { frame.slots[slot] = v }
-        for step in block.steps {
+        for (i, step) in block.steps.enumerated() {
             try execute(step, frame: frame)
+            for slot in block.releases[i] { frame.slots[slot] = nil }
         }
         let call = MILOpCall(step: block.steps.last ?? MILRunner.emptyStep, frame: frame, runner: self)
         return try block.outputs.map { try call.resolve($0) }
