@@ -23,8 +23,20 @@ struct Serve: ParsableCommand {
 
         Config file (JSON; flags win): {"host", "port", "metricsPort", "workers", "maxQueue", \
         "maxConcurrency", "maxMessageSize", "drainTimeout", \
-        "maxBatchSize", "maxQueueDelayUs", \
+        "maxBatchSize", "maxQueueDelayUs", "modelControl", "pollInterval", "allowSharedMemory", \
+        "sharedMemoryPrefix", \
         "models": {"<name>": {"maxConcurrency": N, "maxQueue": N, "maxBatchSize": N, "maxQueueDelayUs": N}}}.
+
+        Model control (--model-control, as Triton's --model-control-mode): with none (the \
+        default) the models found at start serve and cortado.v1.Predictor Load and Unload, \
+        RepositoryModelLoad/Unload and model bytes sent over RPC answer PERMISSION_DENIED; \
+        explicit lets clients load and unload; poll does too and also looks at the repository \
+        every --poll-interval seconds: changed or added models are loaded and swapped in, \
+        removed ones unloaded. Shared memory (SystemSharedMemoryRegister) answers \
+        PERMISSION_DENIED unless --allow-shared-memory; a registered key must start with \
+        --shared-memory-prefix (default /cortado) and hold no '..' and no '/' after the first \
+        character. perf_analyzer --shared-memory=system registers "/" + its region name: start \
+        the server with --shared-memory-prefix / to allow any key.
 
         Dynamic batching (--max-batch-size N > 1): calls to a model that runs a batch as one \
         computation (neural networks, tree ensembles, pipelines holding them) are gathered, up \
@@ -74,6 +86,18 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: "Seconds a shutdown waits for calls in flight (default 30).")
     var drainTimeout: Double?
 
+    @Option(name: .long, help: "none, explicit or poll: whether clients may load and unload models, and whether the server reloads changed files (default none).")
+    var modelControl: String?
+
+    @Option(name: .long, help: "Seconds between looks at the repository with --model-control poll (default 5).")
+    var pollInterval: Double?
+
+    @Flag(name: .long, help: "Let clients register system shared-memory regions (default off: PERMISSION_DENIED).")
+    var allowSharedMemory = false
+
+    @Option(name: .long, help: "The prefix every shared-memory key must start with (default /cortado; / allows every key, as perf_analyzer needs).")
+    var sharedMemoryPrefix: String?
+
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical (default info).")
     var logLevel: String = "info"
 
@@ -92,6 +116,10 @@ struct Serve: ParsableCommand {
         var maxQueueDelayUs: Int?
         var maxMessageSize: Int?
         var drainTimeout: Double?
+        var modelControl: String?
+        var pollInterval: Double?
+        var allowSharedMemory: Bool?
+        var sharedMemoryPrefix: String?
         var models: [String: Model]?
     }
 
@@ -144,6 +172,7 @@ struct Serve: ParsableCommand {
         guard options.workers >= 0, options.transport.maxReceiveMessageSize > 0 else {
             throw ValidationError("--workers must be ≥ 0, --max-message-size > 0")
         }
+        try applyPolicy(to: &options, file: file)
 
         signal(SIGPIPE, SIG_IGN)
         let app = CortadoServerApp(options: options, logger: logger)
@@ -165,5 +194,21 @@ struct Serve: ParsableCommand {
         }
         app.wait()
         _ = sources
+    }
+
+    /// Model control and shared memory, from the flags or the config file.
+    func applyPolicy(to options: inout CortadoServerApp.Options, file: FileConfig) throws {
+        let control = modelControl ?? file.modelControl ?? "none"
+        guard let mode = ServerPolicy.ModelControl(rawValue: control) else {
+            throw ValidationError("--model-control must be none, explicit or poll (got '\(control)')")
+        }
+        options.policy.modelControl = mode
+        options.pollInterval = pollInterval ?? file.pollInterval ?? 5
+        guard options.pollInterval > 0 else { throw ValidationError("--poll-interval must be > 0 seconds") }
+        options.policy.allowSharedMemory = allowSharedMemory || (file.allowSharedMemory ?? false)
+        options.policy.sharedMemoryPrefix = sharedMemoryPrefix ?? file.sharedMemoryPrefix ?? ServerPolicy.defaultSharedMemoryPrefix
+        guard options.policy.sharedMemoryPrefix.hasPrefix("/"), !options.policy.sharedMemoryPrefix.contains("..") else {
+            throw ValidationError("--shared-memory-prefix must start with '/' and hold no '..' (shm_open names look like /name)")
+        }
     }
 }
