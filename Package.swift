@@ -125,6 +125,7 @@ let package = Package(
             dependencies: [
                 "CortadoModels",
                 "CortadoServer",
+                "CortadoGRPC",
                 "CortadoPlugins",
                 "CortadoEncryption",
                 "CJemalloc",

@@ -83,6 +83,8 @@ public final class CortadoServerApp: @unchecked Sendable {
                 logger.info("listening", metadata: ["host": "\(host)", "grpc_port": "\(grpc)", "metrics_port": "\(http.map(String.init) ?? "none")"])
             case .protocolError(let peer, let message):
                 logger.warning("HTTP/2 protocol error", metadata: ["peer": "\(peer)", "error": "\(message)"])
+            case .connectionRefused(let peer, let reason):
+                logger.warning("connection closed", metadata: ["peer": "\(peer)", "reason": "\(reason)"])
             case .draining(let calls, let connections):
                 logger.info("draining", metadata: ["calls_in_flight": "\(calls)", "connections": "\(connections)"])
             case .stopped:
