@@ -15,10 +15,10 @@ import tritonclient.grpc as tc
 import tritonclient.utils.shared_memory as shm
 
 import test_open_inference as oip
-from conftest import CORTADO
 from test_predictor import P, as_dict, check_outputs, expect_error, good_call, row_features
 
 pb = P.predictor_pb2
+CORTADO = os.environ.get("CORTADO_BIN") or os.path.join(os.path.dirname(__file__), "..", "..", ".build", "debug", "cortado")
 
 POLL_ROUNDS = 400        # bounded waits for a polling server to notice a change
 POLL_PAUSE = 0.05
