@@ -126,6 +126,7 @@ let package = Package(
             dependencies: [
                 "CortadoModels",
                 "CortadoServer",
+                "CortadoGRPC",
                 "CortadoPlugins",
                 "CortadoEncryption",
                 "CJemalloc",

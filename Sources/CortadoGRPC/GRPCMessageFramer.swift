@@ -27,6 +27,12 @@ public struct GRPCMessageReader: Sendable {
 
     /// Consumes a chunk of the body.
     public mutating func append(_ chunk: UnsafeRawBufferPointer) throws {
+        try append(chunk, admit: { _ in })
+    }
+
+    /// Consumes a chunk of the body. `admit` sees each message's declared length (within
+    /// `maxMessageSize`) before any of its bytes are kept, and refuses it by throwing.
+    public mutating func append(_ chunk: UnsafeRawBufferPointer, admit: (Int) throws -> Void) throws {
         var index = 0
         let count = chunk.count
         while index < count {
@@ -40,6 +46,7 @@ public struct GRPCMessageReader: Sendable {
                 guard header >> 32 == 0 else { throw ReadError.compressed }
                 let length = Int(header & 0xffff_ffff)
                 guard length <= maxMessageSize else { throw ReadError.tooLarge(declared: length, limit: maxMessageSize) }
+                try admit(length)
                 expected = length
                 body = []
                 body.reserveCapacity(length)

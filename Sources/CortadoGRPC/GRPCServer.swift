@@ -11,15 +11,42 @@ public struct GRPCServerConfiguration: Sendable {
     public var maxReceiveMessageSize = 64 << 20
     /// HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS per connection.
     public var maxConcurrentStreams = 1024
-    /// HTTP/2 flow-control window per stream and per connection, in bytes.
+    /// HTTP/2 flow-control window per stream and per connection, in bytes; never more than
+    /// the buffer budgets below (`streamWindow`, `connectionWindow`).
     public var initialWindowSize = 1 << 20
     public var connectionWindowSize = 16 << 20
+    /// Bytes of request messages one stream may hold in memory, from a message's first bytes
+    /// until its call is answered.
+    public var maxStreamBuffer = 64 << 20
+    /// The same for all the streams of one connection.
+    public var maxConnectionBuffer = 128 << 20
+    /// The same for the whole server.
+    public var maxProcessBuffer = GRPCServerConfiguration.defaultProcessBuffer(physicalMemory: ProcessInfo.processInfo.physicalMemory)
+    /// Open HTTP/2 connections; more are closed as soon as they are accepted.
+    public var maxConnections = 1024
+    /// Open HTTP/2 connections from one IP address (0: no limit).
+    public var maxConnectionsPerPeer = 0
+    /// Seconds a client has to finish a header block, and a new connection its first frame
+    /// (0: no limit).
+    public var headerTimeout: Double = 10
     /// A plain HTTP/1.1 port on the same loop (metrics); nil: none.
     public var httpPort: Int?
     /// How long a graceful shutdown waits for calls in flight, in seconds.
     public var drainTimeout: Double = 30
 
     public init() {}
+
+    /// A quarter of the machine's memory, at most 2 GiB: room for many clients' requests
+    /// while the models and their workspaces keep the rest.
+    public static func defaultProcessBuffer(physicalMemory: UInt64) -> Int {
+        Int(min(physicalMemory / 4, 2 << 30))
+    }
+
+    /// The stream window offered in SETTINGS_INITIAL_WINDOW_SIZE: the configured one, but no
+    /// more than a budget can hold, so a client is never invited to send what must be refused.
+    var streamWindow: Int { max(1, min(initialWindowSize, maxStreamBuffer, maxConnectionBuffer, maxProcessBuffer)) }
+    /// The connection window, likewise.
+    var connectionWindow: Int { max(1, min(connectionWindowSize, maxConnectionBuffer, maxProcessBuffer)) }
 }
 
 /// What the transport reports (for logs).
@@ -28,6 +55,8 @@ public enum GRPCServerEvent: Sendable {
     case connectionOpened(peer: String)
     case connectionClosed(peer: String)
     case protocolError(peer: String, message: String)
+    /// A connection closed by the server because of a limit (connections, header timeout).
+    case connectionRefused(peer: String, reason: String)
     case draining(calls: Int, connections: Int)
     case stopped
 }

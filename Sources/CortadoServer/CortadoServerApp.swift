@@ -19,6 +19,10 @@ public final class CortadoServerApp: @unchecked Sendable {
         public var limitsByModel: [String: ModelScheduler.Limits] = [:]
         /// The key for encrypted models (nil: `CORTADO_MODEL_KEY` when set).
         public var modelKey: MLModelKey?
+        /// What clients may change (model control, shared memory); everything off by default.
+        public var policy = ServerPolicy()
+        /// Seconds between looks at the repository folder under `ModelControl.poll`.
+        public var pollInterval: Double = 5
         public init() {}
     }
 
@@ -28,6 +32,7 @@ public final class CortadoServerApp: @unchecked Sendable {
     public let pool: WorkerPool
     public let router = GRPCRouter()
     private var server: GRPCServer?
+    private var poller: RepositoryPoller?
     private let logger: Logger
 
     public init(options: Options, logger: Logger = Logger(label: "cortado")) {
@@ -40,7 +45,7 @@ public final class CortadoServerApp: @unchecked Sendable {
         repository.limitsByModel = options.limitsByModel
         repository.modelKey = key
         repository.modelThreads = threads
-        context = ServerContext(repository: repository, logger: logger)
+        context = ServerContext(repository: repository, policy: options.policy, logger: logger)
         let router = self.router
         router.register(PredictorService(context: context))
         router.register(InferenceService(context: context))
@@ -62,6 +67,12 @@ public final class CortadoServerApp: @unchecked Sendable {
             for (name, message) in context.repository.loadAll() {
                 logger.error("model failed to load", metadata: ["model": "\(name)", "error": "\(message)"])
             }
+            if options.policy.modelControl == .poll {
+                let poller = RepositoryPoller(repository: context.repository, queue: context.adminQueue, interval: options.pollInterval, logger: logger)
+                poller.start()
+                self.poller = poller
+                logger.info("watching the repository for changes", metadata: ["poll_interval_s": "\(options.pollInterval)"])
+            }
         }
         let logger = self.logger
         let server = GRPCServer(configuration: options.transport, router: router, httpHandler: { [weak self] path in
@@ -72,6 +83,8 @@ public final class CortadoServerApp: @unchecked Sendable {
                 logger.info("listening", metadata: ["host": "\(host)", "grpc_port": "\(grpc)", "metrics_port": "\(http.map(String.init) ?? "none")"])
             case .protocolError(let peer, let message):
                 logger.warning("HTTP/2 protocol error", metadata: ["peer": "\(peer)", "error": "\(message)"])
+            case .connectionRefused(let peer, let reason):
+                logger.warning("connection closed", metadata: ["peer": "\(peer)", "reason": "\(reason)"])
             case .draining(let calls, let connections):
                 logger.info("draining", metadata: ["calls_in_flight": "\(calls)", "connections": "\(connections)"])
             case .stopped:
@@ -89,6 +102,7 @@ public final class CortadoServerApp: @unchecked Sendable {
     /// Graceful stop: readiness turns false, new connections are refused, calls in flight finish.
     public func shutdown() {
         context.isReady = false
+        poller?.stop()
         server?.shutdown()
     }
 

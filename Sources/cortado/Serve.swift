@@ -1,4 +1,5 @@
 import ArgumentParser
+import CortadoGRPC
 import CortadoModels
 import CortadoServer
 import Foundation
@@ -23,8 +24,33 @@ struct Serve: ParsableCommand {
 
         Config file (JSON; flags win): {"host", "port", "metricsPort", "workers", "maxQueue", \
         "maxConcurrency", "maxMessageSize", "drainTimeout", \
-        "maxBatchSize", "maxQueueDelayUs", \
+        "maxBatchSize", "maxQueueDelayUs", "modelControl", "pollInterval", "allowSharedMemory", \
+        "sharedMemoryPrefix", "maxStreamBuffer", "maxConnectionBuffer", "maxProcessBuffer", \
+        "maxConnections", "maxConnectionsPerPeer", "headerTimeout", \
         "models": {"<name>": {"maxConcurrency": N, "maxQueue": N, "maxBatchSize": N, "maxQueueDelayUs": N}}}.
+
+        Model control (--model-control, as Triton's --model-control-mode): with none (the \
+        default) the models found at start serve and cortado.v1.Predictor Load and Unload, \
+        RepositoryModelLoad/Unload and model bytes sent over RPC answer PERMISSION_DENIED; \
+        explicit lets clients load and unload; poll does too and also looks at the repository \
+        every --poll-interval seconds: changed or added models are loaded and swapped in, \
+        removed ones unloaded. Shared memory (SystemSharedMemoryRegister) answers \
+        PERMISSION_DENIED unless --allow-shared-memory; a registered key must start with \
+        --shared-memory-prefix (default /cortado) and hold no '..' and no '/' after the first \
+        character. perf_analyzer --shared-memory=system registers "/" + its region name: start \
+        the server with --shared-memory-prefix / to allow any key.
+
+        Per-client budgets: a request message is held in memory from its first bytes until \
+        its call is answered. One stream may hold --max-stream-buffer bytes, one connection \
+        --max-connection-buffer, the whole server --max-process-buffer; a message that would \
+        go over one gets RESOURCE_EXHAUSTED at once (the rest of its bytes are dropped), and \
+        while a connection's or the server's budget is spent new streams are refused \
+        (RST_STREAM REFUSED_STREAM, which clients retry). HTTP/2 flow control follows the \
+        budgets: received bytes are acknowledged (WINDOW_UPDATE) only once admitted or \
+        dropped, and the windows offered never exceed them. --max-connections and \
+        --max-connections-per-peer close connections beyond the limits at once; a client \
+        must finish each header block (and a new connection its first frame) within \
+        --header-timeout seconds.
 
         Dynamic batching (--max-batch-size N > 1): calls to a model that runs a batch as one \
         computation (neural networks, tree ensembles, pipelines holding them) are gathered, up \
@@ -74,6 +100,36 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: "Seconds a shutdown waits for calls in flight (default 30).")
     var drainTimeout: Double?
 
+    @Option(name: .long, help: "none, explicit or poll: whether clients may load and unload models, and whether the server reloads changed files (default none).")
+    var modelControl: String?
+
+    @Option(name: .long, help: "Seconds between looks at the repository with --model-control poll (default 5).")
+    var pollInterval: Double?
+
+    @Flag(name: .long, help: "Let clients register system shared-memory regions (default off: PERMISSION_DENIED).")
+    var allowSharedMemory = false
+
+    @Option(name: .long, help: "The prefix every shared-memory key must start with (default /cortado; / allows every key, as perf_analyzer needs).")
+    var sharedMemoryPrefix: String?
+
+    @Option(name: .long, help: "Bytes of request messages one stream may hold until its call is answered (default: --max-message-size).")
+    var maxStreamBuffer: Int?
+
+    @Option(name: .long, help: "Bytes of request messages one connection's calls may hold (default: twice --max-stream-buffer).")
+    var maxConnectionBuffer: Int?
+
+    @Option(name: .long, help: "Bytes of request messages all calls together may hold (default: a quarter of physical memory, at most 2 GiB, at least --max-connection-buffer).")
+    var maxProcessBuffer: Int?
+
+    @Option(name: .long, help: "Open gRPC connections; more are closed at once (default 1024).")
+    var maxConnections: Int?
+
+    @Option(name: .long, help: "Open gRPC connections from one IP address (default 0: no limit; behind a proxy every client shares its address).")
+    var maxConnectionsPerPeer: Int?
+
+    @Option(name: .long, help: "Seconds a client has to finish a header block, and a new connection its first frame; 0 turns it off (default 10).")
+    var headerTimeout: Double?
+
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical (default info).")
     var logLevel: String = "info"
 
@@ -92,6 +148,16 @@ struct Serve: ParsableCommand {
         var maxQueueDelayUs: Int?
         var maxMessageSize: Int?
         var drainTimeout: Double?
+        var modelControl: String?
+        var pollInterval: Double?
+        var allowSharedMemory: Bool?
+        var sharedMemoryPrefix: String?
+        var maxStreamBuffer: Int?
+        var maxConnectionBuffer: Int?
+        var maxProcessBuffer: Int?
+        var maxConnections: Int?
+        var maxConnectionsPerPeer: Int?
+        var headerTimeout: Double?
         var models: [String: Model]?
     }
 
@@ -144,6 +210,8 @@ struct Serve: ParsableCommand {
         guard options.workers >= 0, options.transport.maxReceiveMessageSize > 0 else {
             throw ValidationError("--workers must be ≥ 0, --max-message-size > 0")
         }
+        try applyPolicy(to: &options, file: file)
+        try applyBudgets(to: &options.transport, file: file)
 
         signal(SIGPIPE, SIG_IGN)
         let app = CortadoServerApp(options: options, logger: logger)
@@ -165,5 +233,39 @@ struct Serve: ParsableCommand {
         }
         app.wait()
         _ = sources
+    }
+
+    /// Model control and shared memory, from the flags or the config file.
+    func applyPolicy(to options: inout CortadoServerApp.Options, file: FileConfig) throws {
+        let control = modelControl ?? file.modelControl ?? "none"
+        guard let mode = ServerPolicy.ModelControl(rawValue: control) else {
+            throw ValidationError("--model-control must be none, explicit or poll (got '\(control)')")
+        }
+        options.policy.modelControl = mode
+        options.pollInterval = pollInterval ?? file.pollInterval ?? 5
+        guard options.pollInterval > 0 else { throw ValidationError("--poll-interval must be > 0 seconds") }
+        options.policy.allowSharedMemory = allowSharedMemory || (file.allowSharedMemory ?? false)
+        options.policy.sharedMemoryPrefix = sharedMemoryPrefix ?? file.sharedMemoryPrefix ?? ServerPolicy.defaultSharedMemoryPrefix
+        guard options.policy.sharedMemoryPrefix.hasPrefix("/"), !options.policy.sharedMemoryPrefix.contains("..") else {
+            throw ValidationError("--shared-memory-prefix must start with '/' and hold no '..' (shm_open names look like /name)")
+        }
+    }
+
+    /// The per-client budgets, from the flags or the config file; defaults derive from the
+    /// message size and the machine's memory.
+    func applyBudgets(to transport: inout GRPCServerConfiguration, file: FileConfig) throws {
+        transport.maxStreamBuffer = maxStreamBuffer ?? file.maxStreamBuffer ?? transport.maxReceiveMessageSize
+        transport.maxConnectionBuffer = maxConnectionBuffer ?? file.maxConnectionBuffer ?? 2 * transport.maxStreamBuffer
+        transport.maxProcessBuffer = maxProcessBuffer ?? file.maxProcessBuffer
+            ?? max(transport.maxConnectionBuffer, GRPCServerConfiguration.defaultProcessBuffer(physicalMemory: ProcessInfo.processInfo.physicalMemory))
+        transport.maxConnections = maxConnections ?? file.maxConnections ?? 1024
+        transport.maxConnectionsPerPeer = maxConnectionsPerPeer ?? file.maxConnectionsPerPeer ?? 0
+        transport.headerTimeout = headerTimeout ?? file.headerTimeout ?? 10
+        guard transport.maxStreamBuffer > 0, transport.maxConnectionBuffer > 0, transport.maxProcessBuffer > 0 else {
+            throw ValidationError("--max-stream-buffer, --max-connection-buffer and --max-process-buffer must be > 0")
+        }
+        guard transport.maxConnections > 0, transport.maxConnectionsPerPeer >= 0, transport.headerTimeout >= 0 else {
+            throw ValidationError("--max-connections must be > 0, --max-connections-per-peer and --header-timeout ≥ 0")
+        }
     }
 }

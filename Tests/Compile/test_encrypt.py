@@ -165,7 +165,7 @@ def test_native_load_from_bytes_in_every_form(models, start_server, tmp_path):
     from test_predictor import P, decode, encode, pb
     repo = tmp_path / "repo"
     repo.mkdir()
-    server = start_server(repo, "--key-file", models["key"])
+    server = start_server(repo, "--key-file", models["key"], "--model-control", "explicit")
     sealed = encrypt(models["compiled"], tmp_path / "m.cortado-enc", "--key-file", models["key"]).read_bytes()
     other = encrypt(models["compiled"], tmp_path / "o.cortado-enc", "--key-file", new_key(tmp_path / "o.key")).read_bytes()
     x = models["xs"][0].astype(np.float32)

@@ -107,7 +107,7 @@ def test_two_linking_pipelines_use_the_memory_of_one(tmp_path, start_server, net
 
 def test_unloading_one_linking_model_keeps_the_other_working(tmp_path, start_server, network):
     references = repository(tmp_path / "repo", network, ["a", "b"])
-    server = start_server(tmp_path / "repo")
+    server = start_server(tmp_path / "repo", "--model-control", "explicit")
     api = native()
     pb = api.pb
     predict_all(server, references)

@@ -17,6 +17,10 @@ Tolerances (as Tests/Conformance/README.md): plain double arithmetic (scalers, l
 regression) rtol 1e-9 / atol 1e-9; logistic outputs (exp) rtol 1e-7 / atol 1e-9; XGBoost
 (sums float32 leaves) rtol 1e-5 / atol 1e-5; Float16 identity: bit-exact.
 
+Model control and shared-memory registration are off unless a server is started with
+`--model-control explicit` / `--allow-shared-memory`: tests that load, unload or register pass
+them (a module's `SERVER_ARGS` for the module-scoped `server`).
+
 Servers: `start_server(repo, *args)` (function scope) and the module-scoped `server` start
 `CORTADO_BIN serve` on ports picked by binding port 0, wait (bounded) for grpc.health.v1
 SERVING, and on teardown send SIGTERM and assert exit status 0 within a bound. When a test
@@ -325,9 +329,11 @@ def start_server(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def server(repo, tmp_path_factory):
-    """One server for a test module, on the shared repository."""
-    s = Server(repo.path, [], tmp_path_factory.mktemp("server")).start()
+def server(request, repo, tmp_path_factory):
+    """One server for a test module, on the shared repository, started with the module's
+    `SERVER_ARGS` (e.g. the flags that enable model control or shared memory)."""
+    args = getattr(request.module, "SERVER_ARGS", [])
+    s = Server(repo.path, args, tmp_path_factory.mktemp("server")).start()
     yield s
     if s.proc.returncode is None:
         rc = s.stop()

@@ -17,6 +17,8 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
 MODELS = ["logreg", "xgb", "dictlin", "half", "scaler", "scaler32"]
+# The module's server loads and unloads models and registers shared memory (both off by default).
+SERVER_ARGS = ["--model-control", "explicit", "--allow-shared-memory"]
 
 # Input and output tensors per model: (name, datatype, dims without the batch dimension).
 SIGNATURES = {

@@ -15,6 +15,8 @@ from protos import load_predictor
 
 P = load_predictor()
 pb = P.predictor_pb2
+# Load and Unload are off unless the server is started with these flags.
+CONTROL = ("--model-control", "explicit")
 
 _opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -124,7 +126,7 @@ def test_probes_and_content_type(server):
 
 def test_hot_reload_under_load(repo, copy_repo, start_server):
     root = copy_repo()
-    server = start_server(root)
+    server = start_server(root, *CONTROL)
     stop = threading.Event()
     phase = {"value": 0}  # 0 before the reloads, 1 during, 2 after version 2 is loaded
     results = [[] for _ in range(4)]  # per thread: (phase at start, version, ok)
@@ -260,7 +262,7 @@ def test_health_watch_streams_changes_and_ends_on_drain(repo, start_server):
     watch with OK, so the server still exits 0."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
     S = health_pb2.HealthCheckResponse
-    server = start_server(repo.path)
+    server = start_server(repo.path, *CONTROL)
     with server.channel() as ch:
         health = health_pb2_grpc.HealthStub(ch)
         whole = health.Watch(health_pb2.HealthCheckRequest(service=""), timeout=60)

@@ -21,6 +21,8 @@ from grpc_health.v1 import health_pb2_grpc
 from protos import load_predictor
 
 P = load_predictor()
+# The module's server loads and unloads models (model control is off by default).
+SERVER_ARGS = ["--model-control", "explicit"]
 pb = P.predictor_pb2
 
 ARRAY_TYPES = {

@@ -14,8 +14,14 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
     private var httpListener: UnsafeMutablePointer<uv_tcp_t>?
     private let wake: UnsafeMutablePointer<uv_async_t>
     private let drainTimer: UnsafeMutablePointer<uv_timer_t>
+    /// Looks for clients late with a header block (`headerTimeout`).
+    private let sweepTimer: UnsafeMutablePointer<uv_timer_t>
 
     private var connections: [ObjectIdentifier: HTTP2Connection] = [:]
+    /// Open connections by peer address (`maxConnectionsPerPeer`).
+    private var connectionsByPeer: [String: Int] = [:]
+    /// Request bytes every connection's streams hold, against `maxProcessBuffer`.
+    let buffers: GRPCBufferBudget
     var plainConnections = 0
 
     // Shared with other threads, under the lock.
@@ -42,6 +48,8 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
         listener = .allocate(capacity: 1)
         wake = .allocate(capacity: 1)
         drainTimer = .allocate(capacity: 1)
+        sweepTimer = .allocate(capacity: 1)
+        buffers = GRPCBufferBudget(limit: configuration.maxProcessBuffer)
     }
 
     func event(_ event: GRPCServerEvent) { events(event) }
@@ -61,6 +69,17 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
         wake.pointee.data = me
         uv_timer_init(loop, drainTimer)
         drainTimer.pointee.data = me
+        uv_timer_init(loop, sweepTimer)
+        sweepTimer.pointee.data = me
+        if configuration.headerTimeout > 0 {
+            let period = UInt64(min(1000, max(50, configuration.headerTimeout * 250)))
+            uv_timer_start(sweepTimer, { timer in
+                guard let data = timer?.pointee.data else { return }
+                Unmanaged<GRPCServerCore>.fromOpaque(data).takeUnretainedValue().closeLateConnections()
+            }, period, period)
+            // The sweep alone must not keep the loop alive once everything else has closed.
+            uv_unref(UnsafeMutableRawPointer(sweepTimer).assumingMemoryBound(to: uv_handle_t.self))
+        }
         let grpcPort = try listen(listener, port: configuration.port) { server, status in
             guard let server, status == 0, let data = server.pointee.data else { return }
             Unmanaged<GRPCServerCore>.fromOpaque(data).takeUnretainedValue().accept(server)
@@ -126,8 +145,15 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
         // The handle owns one reference, released in the close callback.
         tcp.pointee.data = Unmanaged.passRetained(connection).toOpaque()
         connections[ObjectIdentifier(connection)] = connection
+        connectionsByPeer[connection.peerHost, default: 0] += 1
         lock.withLock { connectionTotal += 1 }
         event(.connectionOpened(peer: connection.peer))
+        if let reason = limitReached(connection) {
+            // Closed before a byte is read: a client past a limit costs no session and no buffer.
+            event(.connectionRefused(peer: connection.peer, reason: reason))
+            connection.close()
+            return
+        }
         guard connection.start() else {
             connection.close()
             return
@@ -153,8 +179,38 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
         HTTPPlainConnection.accept(server, loop: loop, core: self, handler: handler)
     }
 
+    /// Why a just-accepted connection is one too many, or nil.
+    private func limitReached(_ connection: HTTP2Connection) -> String? {
+        if connections.count > configuration.maxConnections {
+            return "\(configuration.maxConnections) connections are open (--max-connections)"
+        }
+        let fromPeer = connectionsByPeer[connection.peerHost] ?? 0
+        if configuration.maxConnectionsPerPeer > 0 && fromPeer > configuration.maxConnectionsPerPeer {
+            return "\(configuration.maxConnectionsPerPeer) connections from \(connection.peerHost) are open (--max-connections-per-peer)"
+        }
+        return nil
+    }
+
     func connectionClosing(_ connection: HTTP2Connection) {
-        connections.removeValue(forKey: ObjectIdentifier(connection))
+        guard connections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
+        if let n = connectionsByPeer[connection.peerHost], n > 1 {
+            connectionsByPeer[connection.peerHost] = n - 1
+        } else {
+            connectionsByPeer[connection.peerHost] = nil
+        }
+    }
+
+    /// Closes connections that owe the end of a header block, or their first frame, for longer
+    /// than the header timeout: such a client holds a connection (and nghttp2 cannot read
+    /// anything else from it) while sending nothing that can be served.
+    private func closeLateConnections() {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let limit = UInt64(configuration.headerTimeout * 1e9)
+        for connection in Array(connections.values) {
+            guard let since = connection.waitingSince, now &- since > limit else { continue }
+            event(.connectionRefused(peer: connection.peer, reason: "no complete header block within \(configuration.headerTimeout) s (--header-timeout)"))
+            connection.close()
+        }
     }
 
     func connectionClosed(_ connection: HTTP2Connection) {
@@ -249,6 +305,8 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
         lock.withLock { wakeClosed = true }
         uv_timer_stop(drainTimer)
         close(handle: drainTimer)
+        uv_timer_stop(sweepTimer)
+        close(handle: sweepTimer)
         close(handle: wake)
     }
 

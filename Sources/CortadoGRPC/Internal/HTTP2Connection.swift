@@ -14,6 +14,13 @@ final class HTTP2Connection {
     private(set) var closing = false
     var goingAway = false
     let peer: String
+    /// The peer's address without its port (connections per peer are counted by it).
+    let peerHost: String
+    /// Request bytes this connection's streams hold; its parent is the process's budget.
+    let buffers: GRPCBufferBudget
+    /// Since when the client owes the end of a header block, or (from the accept) its first
+    /// frame; nil when it owes nothing (`GRPCServerCore` closes connections late too long).
+    var waitingSince: UInt64? = DispatchTime.now().uptimeNanoseconds
     /// Bytes produced by nghttp2 in this flush, written with one uv_write.
     private var outgoing: [UInt8] = []
     private var filter = HTTP2FrameFilter()
@@ -37,7 +44,10 @@ final class HTTP2Connection {
         self.core = core
         self.tcp = tcp
         self.readBuffer = UnsafeMutableRawPointer.allocate(byteCount: Self.readBufferSize, alignment: 16)
-        self.peer = Self.peerName(tcp)
+        let peer = Self.peerName(tcp)
+        self.peer = peer
+        self.peerHost = peer.lastIndex(of: ":").map { String(peer[..<$0]) } ?? peer
+        self.buffers = GRPCBufferBudget(limit: core.configuration.maxConnectionBuffer, parent: core.buffers)
     }
 
     deinit {
@@ -64,6 +74,9 @@ final class HTTP2Connection {
         // Request headers are checked where they are read (`HTTP2Stream.header`): nghttp2's
         // own HTTP messaging pass would scan each of them a second time.
         nghttp2_option_set_no_http_messaging(option, 1)
+        // Window goes back to the client only for bytes admitted into a message (or dropped):
+        // what a client may send is what the buffer budgets can hold (`dataReceived`).
+        nghttp2_option_set_no_auto_window_update(option, 1)
         var session: OpaquePointer?
         let me = Unmanaged.passUnretained(self).toOpaque()
         guard nghttp2_session_server_new2(&session, callbacks, me, option) == 0, let session else { return false }
@@ -71,13 +84,13 @@ final class HTTP2Connection {
         let config = core.configuration
         var settings = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: UInt32(config.maxConcurrentStreams)),
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: UInt32(config.initialWindowSize)),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: UInt32(config.streamWindow)),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: 64 * 1024),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES.rawValue), value: 1),
         ]
         guard nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count) == 0 else { return false }
-        // The connection-level window starts at 64 KiB whatever SETTINGS say; widen it.
-        nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, Int32(config.connectionWindowSize))
+        // The connection-level window starts at 64 KiB whatever SETTINGS say; set it.
+        nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, Int32(config.connectionWindow))
         return true
     }
 
@@ -143,6 +156,37 @@ final class HTTP2Connection {
         let stream = HTTP2Stream(id: id, maxMessageSize: core.configuration.maxReceiveMessageSize)
         streams[id] = stream
         recent = (id, Unmanaged.passUnretained(stream))
+        // With too little left of this connection's budget or the server's to take even one
+        // stream window, refuse at once: REFUSED_STREAM tells the client nothing was processed
+        // and it may try again.
+        if let session, buffers.isSpent(below: core.configuration.streamWindow) {
+            stream.answered = true
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, UInt32(NGHTTP2_REFUSED_STREAM.rawValue))
+        }
+    }
+
+    /// Reserves a request message's bytes (or, with `message` false, its metadata's) for
+    /// `stream` in every budget, or throws RESOURCE_EXHAUSTED naming the one that is short.
+    private func reserve(_ bytes: Int, for stream: HTTP2Stream, message: Bool = true) throws(GRPCStatus) {
+        let config = core.configuration
+        let what = message ? "request message of \(bytes) bytes" : "request metadata of \(bytes) bytes"
+        if stream.reserved + bytes > config.maxStreamBuffer {
+            throw GRPCStatus(.resourceExhausted, "\(what) does not fit in what one call may hold (\(config.maxStreamBuffer) bytes, --max-stream-buffer)")
+        }
+        if let short = buffers.reserve(bytes) {
+            throw short === buffers
+                ? GRPCStatus(.resourceExhausted, "\(what) does not fit: this connection's calls hold \(short.used) of \(short.limit) bytes (--max-connection-buffer); try again when some finish")
+                : GRPCStatus(.resourceExhausted, "\(what) does not fit: the server's calls hold \(short.used) of \(short.limit) bytes (--max-process-buffer); try again later")
+        }
+        stream.reserved += bytes
+    }
+
+    /// Gives back what `stream` reserved and drops the bytes it still holds.
+    private func releaseBuffers(_ stream: HTTP2Stream) {
+        guard stream.reserved > 0 else { return }
+        buffers.release(stream.reserved)
+        stream.reserved = 0
+        stream.reader = GRPCMessageReader(maxMessageSize: core.configuration.maxReceiveMessageSize)
     }
 
     /// The stream most recently begun or looked up: a request's HEADERS, DATA and callbacks
@@ -173,15 +217,24 @@ final class HTTP2Connection {
     func malformed(_ stream: HTTP2Stream, _ reason: String) {
         guard let session, !stream.answered else { return }
         stream.answered = true
+        waitingSince = nil  // nghttp2 skips the rest of a rejected header block itself
+        releaseBuffers(stream)
         nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue))
         core.event(.protocolError(peer: peer, message: "stream \(stream.id): malformed request: \(reason)"))
     }
 
     /// The request headers are complete: reject what cannot be served before reading a body.
     func headersComplete(_ stream: HTTP2Stream) {
+        guard !stream.answered else { return }
         if let (httpStatus, status) = stream.headerProblem() {
             answer(stream, status: status, httpStatus: httpStatus)
             return
+        }
+        if stream.metadataBytes > 0 {
+            do { try reserve(stream.metadataBytes, for: stream, message: false) } catch {
+                answer(stream, status: error)
+                return
+            }
         }
         stream.handler = handler(for: stream.path)
         if stream.handler == nil, let method = core.router.messageStream(for: stream.path) {
@@ -205,11 +258,34 @@ final class HTTP2Connection {
         return found
     }
 
-    func dataChunk(_ stream: HTTP2Stream, _ bytes: UnsafeRawBufferPointer) {
-        guard !stream.answered else { return }
+    /// A chunk of a DATA frame. The bytes are admitted into their stream's message, and their
+    /// window goes back to the stream and the connection; or they are dropped (the stream is
+    /// answered, reset or unknown), and their window goes back to the connection only, so a
+    /// stream answered early cannot go on sending.
+    func dataReceived(_ id: Int32, _ bytes: UnsafeRawBufferPointer) {
+        guard let session else { return }
+        var admitted = false
+        if let stream = stream(id) {
+            if let problem = stream.bodyProblem(adding: bytes.count, ended: false) {
+                malformed(stream, problem)
+            } else if !stream.answered {
+                dataChunk(stream, bytes)
+                admitted = !stream.answered
+            }
+        }
+        if admitted {
+            nghttp2_session_consume(session, id, bytes.count)
+        } else {
+            nghttp2_session_consume_connection(session, bytes.count)
+        }
+    }
+
+    private func dataChunk(_ stream: HTTP2Stream, _ bytes: UnsafeRawBufferPointer) {
         do {
-            try stream.reader.append(bytes)
+            try stream.reader.append(bytes, admit: { length throws(GRPCStatus) in try reserve(length, for: stream) })
             if stream.messageStream != nil { dispatchStreamMessages(stream) }
+        } catch let status as GRPCStatus {
+            answer(stream, status: status)
         } catch GRPCMessageReader.ReadError.compressed {
             answer(stream, status: GRPCStatus(.unimplemented, "compressed messages are not supported (grpc-encoding \(stream.encoding.isEmpty ? "unset" : stream.encoding)); send them uncompressed"))
         } catch GRPCMessageReader.ReadError.tooLarge(let declared, let limit) {
@@ -259,6 +335,9 @@ final class HTTP2Connection {
     private func dispatchStreamMessages(_ stream: HTTP2Stream) {
         guard let method = stream.messageStream, !stream.answered else { return }
         for message in stream.reader.takeMessages() {
+            // A message stream's calls run on their own; the stream keeps only what it is reading.
+            buffers.release(message.count)
+            stream.reserved -= message.count
             let call = GRPCServerCall(path: stream.path, request: message, metadata: stream.metadata, deadline: stream.streamDeadline, completion: core)
             stream.streamCalls.append(call)
             core.callStarted(call, on: self, stream: stream.id)
@@ -351,6 +430,11 @@ final class HTTP2Connection {
     func answer(_ stream: HTTP2Stream, status: GRPCStatus, httpStatus: Int = 200) {
         guard let session, !stream.answered else { return }
         stream.answered = true
+        // Nothing will read what the stream holds unless a handler has its request.
+        if stream.call == nil && stream.streamCalls.isEmpty { releaseBuffers(stream) }
+        // No RST_STREAM(NO_ERROR) to stop a client still sending (RFC 9113 §8.1 allows one):
+        // grpcio reports a call that got its trailers and then such a reset as INTERNAL. Its
+        // further bytes are dropped and the stream's window is not given back (`dataReceived`).
         var headers: [(String, String)] = [(":status", String(httpStatus)), ("content-type", "application/grpc"),
                                           ("grpc-status", String(status.code.rawValue))]
         if !status.message.isEmpty { headers.append(("grpc-message", GRPCStatus.percentEncode(status.message))) }
@@ -403,6 +487,7 @@ final class HTTP2Connection {
     func streamClosed(_ id: Int32) {
         if recent?.id == id { recent = nil }
         guard let stream = streams.removeValue(forKey: id) else { return }
+        releaseBuffers(stream)
         if let call = stream.call, !stream.answered {
             call.cancel()
         }

@@ -31,6 +31,10 @@ final class HTTP2Stream {
     var streaming = false
     /// The status the trailers carry once `response` is drained (nil: more may come).
     var trailers: GRPCStatus?
+    /// Bytes this stream holds in the connection's and the server's buffer budgets (its
+    /// messages and its metadata), and the metadata's share of them.
+    var reserved = 0
+    private(set) var metadataBytes = 0
 
     /// Request pseudo-headers seen (bits: :method 1, :path 2, :scheme 4, :authority 8), and
     /// whether a regular header came yet (pseudo-headers must all come first).
@@ -99,6 +103,7 @@ final class HTTP2Stream {
             guard HTTP2FieldCheck.isValidName(name) else { return "header name \(HTTP2FieldCheck.text(name)) is not a lower-case token" }
             if HTTP2FieldCheck.isConnectionSpecific(name) { return "connection-specific header \(HTTP2FieldCheck.text(name))" }
             metadata.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+            metadataBytes += name.count + value.count
         }
         return nil
     }

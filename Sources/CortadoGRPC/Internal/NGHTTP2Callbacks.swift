@@ -1,4 +1,5 @@
 import CNGHTTP2
+import Foundation
 
 /// nghttp2's C callbacks, forwarding to the `HTTP2Connection` passed as user data.
 enum NGHTTP2Callbacks {
@@ -25,6 +26,8 @@ enum NGHTTP2Callbacks {
 
     static let beginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in
         guard let frame else { return 0 }
+        // The block must be finished within the header timeout (`frameReceived` clears this).
+        connection(userData).waitingSince = DispatchTime.now().uptimeNanoseconds
         if frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue), frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
             connection(userData).beginStream(frame.pointee.hd.stream_id)
         }
@@ -52,6 +55,7 @@ enum NGHTTP2Callbacks {
     static let frameReceived: nghttp2_on_frame_recv_callback = { _, frame, userData in
         guard let frame else { return 0 }
         let conn = connection(userData)
+        if conn.waitingSince != nil { conn.waitingSince = nil }
         let type = frame.pointee.hd.type
         guard type == UInt8(NGHTTP2_HEADERS.rawValue) || type == UInt8(NGHTTP2_DATA.rawValue),
               let stream = conn.stream(frame.pointee.hd.stream_id) else { return 0 }
@@ -74,13 +78,8 @@ enum NGHTTP2Callbacks {
     }
 
     static let dataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, length, userData in
-        let conn = connection(userData)
-        guard let data, let stream = conn.stream(streamID) else { return 0 }
-        if let problem = stream.bodyProblem(adding: length, ended: false) {
-            conn.malformed(stream, problem)
-            return 0
-        }
-        conn.dataChunk(stream, UnsafeRawBufferPointer(start: data, count: length))
+        guard let data else { return 0 }
+        connection(userData).dataReceived(streamID, UnsafeRawBufferPointer(start: data, count: length))
         return 0
     }
 

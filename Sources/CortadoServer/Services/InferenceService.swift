@@ -73,6 +73,7 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
                 }
             },
             "RepositoryModelLoad": { call in
+                guard c.permitted(call, c.policy.deniedModelControl("RepositoryModelLoad")) else { return }
                 c.admin(call) {
                     let request = try c.decode(Inference_RepositoryModelLoadRequest.self, call)
                     try c.repository.load(request.modelName)
@@ -80,6 +81,7 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
                 }
             },
             "RepositoryModelUnload": { call in
+                guard c.permitted(call, c.policy.deniedModelControl("RepositoryModelUnload")) else { return }
                 c.admin(call) {
                     let request = try c.decode(Inference_RepositoryModelUnloadRequest.self, call)
                     try c.repository.unload(request.modelName)
@@ -87,8 +89,12 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
                 }
             },
             "SystemSharedMemoryRegister": { call in
+                guard c.permitted(call, c.policy.deniedSharedMemory()) else { return }
                 c.inline(call) {
                     let request = try c.decode(Inference_SystemSharedMemoryRegisterRequest.self, call)
+                    if let problem = c.policy.keyProblem(request.key) {
+                        throw GRPCStatus(.permissionDenied, "shared-memory region '\(request.name)': \(problem)")
+                    }
                     try c.sharedMemory.register(name: request.name, key: request.key, offset: Int(clamping: request.offset), byteSize: Int(clamping: request.byteSize))
                     return Inference_SystemSharedMemoryRegisterResponse()
                 }

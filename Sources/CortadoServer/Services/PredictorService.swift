@@ -107,6 +107,7 @@ public final class PredictorService: GRPCService, @unchecked Sendable {
     }
 
     static func load(_ call: GRPCServerCall, _ context: ServerContext) {
+        guard context.permitted(call, context.policy.deniedModelControl("Load (from the repository or from model bytes)")) else { return }
         context.admin(call) {
             let request = try context.decode(Cortado_V1_LoadRequest.self, call)
             let served = request.modelData.isEmpty ? try context.repository.load(request.model)
@@ -118,6 +119,7 @@ public final class PredictorService: GRPCService, @unchecked Sendable {
     }
 
     static func unload(_ call: GRPCServerCall, _ context: ServerContext) {
+        guard context.permitted(call, context.policy.deniedModelControl("Unload")) else { return }
         context.admin(call) {
             let request = try context.decode(Cortado_V1_UnloadRequest.self, call)
             try context.repository.unload(request.model)

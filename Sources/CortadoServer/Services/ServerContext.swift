@@ -10,6 +10,8 @@ public final class ServerContext: @unchecked Sendable {
     public let repository: ModelRepository
     public let metrics: ServerMetrics
     public let sharedMemory = SharedMemoryRegistry()
+    /// What clients may change: model control and shared memory.
+    public let policy: ServerPolicy
     public var logger: Logger
     /// Load and unload run here: they read files and compile, so never on the loop thread,
     /// and one at a time so two loads of one model cannot race.
@@ -19,8 +21,10 @@ public final class ServerContext: @unchecked Sendable {
     private let readyLock = NSLock()
     private var readyFlag = true
 
-    public init(repository: ModelRepository, metrics: ServerMetrics = ServerMetrics(), logger: Logger = Logger(label: "cortado")) {
+    public init(repository: ModelRepository, metrics: ServerMetrics = ServerMetrics(), policy: ServerPolicy = ServerPolicy(),
+                logger: Logger = Logger(label: "cortado")) {
         self.repository = repository
+        self.policy = policy
         self.metrics = metrics
         self.logger = logger
     }
@@ -75,6 +79,14 @@ public final class ServerContext: @unchecked Sendable {
     /// Answers at once on the loop thread: for quick, non-blocking methods only.
     func inline<M: SwiftProtobuf.Message>(_ call: GRPCServerCall, _ body: () throws -> M) {
         do { reply(call, try body()) } catch { call.fail(Self.status(for: error)) }
+    }
+
+    /// Answers `call` with `denied` when the policy refuses it, before its request is read;
+    /// true when the call may go on.
+    func permitted(_ call: GRPCServerCall, _ denied: GRPCStatus?) -> Bool {
+        guard let denied else { return true }
+        call.fail(denied)
+        return false
     }
 
     /// Runs a slow administrative method (load, unload) off the loop thread.
