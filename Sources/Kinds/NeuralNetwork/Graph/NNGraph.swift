@@ -54,7 +54,7 @@ final class NNGraph: @unchecked Sendable {
             }
             let layer: any NNLayer
             do {
-                layer = try builder(spec)
+                layer = try NNWeightAudit.building(name) { try builder(spec) }
             } catch let e as NNLayerError {
                 throw MLModelError(.invalidModel, "layer '\(name)' (\(type)): \(e.message)")
             }
@@ -135,7 +135,7 @@ final class NNGraph: @unchecked Sendable {
                         throw MLModelError(.unsupported, "\(prefix)layer '\(name)' is of type '\(type)', which Cortado does not run yet")
                     }
                     guard !spec.output.isEmpty else { throw MLModelError(.invalidModel, "\(prefix)layer '\(name)' (\(type)) has no outputs") }
-                    layer = try builder(spec)
+                    layer = try NNWeightAudit.building(name) { try builder(spec) }
                     ins = try spec.input.map { try resolve($0, for: name, type) }
                     outs = try spec.output.map { try define($0, by: name, type, rewrite: false) }
                 }
