@@ -56,6 +56,8 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
     /// from one thread at a time within a prediction) and no control flow (a branch decided
     /// by a share's rows could go another way for the whole batch).
     private let splittable: Bool
+    /// One line per layer whose weights hold NaN or infinities (kept and run, as Core ML does).
+    let weightWarnings: [String]
     /// Blobs the plans keep until the end.
     private let kept: Set<String>
     private let lock = NSLock()
@@ -97,7 +99,9 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         rank4Images = mapping.1 == .rank4ImageMapping
         threads = context.configuration.threadCount > 0 ? context.configuration.threadCount : NNThreads.cores
         _ = NNThreads.blas // OpenBLAS's thread count, set before any layer calls it
-        graph = try NNGraph(layers: layers, inputs: description.inputs.map(\.name))
+        let audit = NNWeightAudit()
+        graph = try NNWeightAudit.$current.withValue(audit) { try NNGraph(layers: layers, inputs: description.inputs.map(\.name)) }
+        weightWarnings = audit.warnings
         splittable = !graph.nodes.contains { $0.layer is CustomLayer || $0.layer is any NNControlLayer }
 
         var inputs: [Input] = []
@@ -608,7 +612,7 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
                 lines.append("read where the request holds them (float32 arrays, not copied): " + plan.rowInputs.joined(separator: ", "))
             }
         }
-        return lines
+        return lines + weightWarnings
     }
 }
 

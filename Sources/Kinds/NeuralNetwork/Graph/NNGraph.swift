@@ -4,6 +4,11 @@ import CortadoSpec
 /// The layer graph of one network: layers in an order that runs every producer before its
 /// consumers, checked at load for unknown layer types, dangling inputs, blobs produced twice
 /// and cycles (each message names the layer).
+///
+/// Only `copy` may write a blob that already holds a value (the format allows it for that
+/// layer alone). The value it writes becomes a blob of its own, `name#k`: layers listed before
+/// the copy read the old blob, layers after it and the model's outputs the new one, so the
+/// sort, the buffer planning and the lifetimes see distinct blobs as everywhere else.
 final class NNGraph: @unchecked Sendable {
     struct Node {
         let name: String
@@ -37,6 +42,9 @@ final class NNGraph: @unchecked Sendable {
         var built: [Node] = []
         var producer: [String: String] = [:]
         for name in inputs { producer[name] = "the model input" }
+        // The blob holding each name's value at this point of the file (after a copy rewrote it).
+        var current: [String: String] = [:]
+        var rewrites = 0
         for (index, spec) in layers.enumerated() {
             let name = spec.name.isEmpty ? "#\(index)" : spec.name
             guard let kind = spec.layer, let type = Mirror(reflecting: kind).children.first?.label else {
@@ -46,19 +54,31 @@ final class NNGraph: @unchecked Sendable {
                 throw MLModelError(.unsupported, "layer '\(name)' is of type '\(type)', which Cortado does not run yet")
             }
             guard !spec.output.isEmpty else { throw MLModelError(.invalidModel, "layer '\(name)' (\(type)) has no outputs") }
+            // Inputs first: a copy reading the name it rewrites reads the old value.
+            let ins = spec.input.map { current[$0] ?? $0 }
+            var outs: [String] = []
             for out in spec.output {
-                if let other = producer[out] {
+                guard let other = producer[out] else {
+                    producer[out] = name
+                    outs.append(out)
+                    continue
+                }
+                guard type == "copy" else {
                     throw MLModelError(.invalidModel, "layer '\(name)' (\(type)) writes blob '\(out)', which \(other == "the model input" ? "is a model input" : "layer '\(other)' also writes")")
                 }
-                producer[out] = name
+                rewrites += 1
+                let blob = "\(out)#\(rewrites)"
+                producer[blob] = name
+                current[out] = blob
+                outs.append(blob)
             }
             let layer: any NNLayer
             do {
-                layer = try builder(spec)
+                layer = try NNWeightAudit.building(name) { try builder(spec) }
             } catch let e as NNLayerError {
                 throw MLModelError(.invalidModel, "layer '\(name)' (\(type)): \(e.message)")
             }
-            built.append(Node(name: name, type: type, layer: layer, inputs: spec.input, outputs: spec.output))
+            built.append(Node(name: name, type: type, layer: layer, inputs: ins, outputs: outs))
         }
         for node in built {
             for input in node.inputs where producer[input] == nil {
@@ -67,7 +87,7 @@ final class NNGraph: @unchecked Sendable {
         }
         nodes = try Self.sorted(built, inputs: Set(inputs))
         let outputs = built.flatMap(\.outputs)
-        finalNames = Dictionary(uniqueKeysWithValues: (inputs + outputs).map { ($0, $0) })
+        finalNames = Dictionary(uniqueKeysWithValues: (inputs + outputs).map { ($0, current[$0] ?? $0) })
         written = outputs
     }
 
@@ -82,8 +102,8 @@ final class NNGraph: @unchecked Sendable {
     }
 
     /// Layers in file order, each value a blob of its own: a layer that writes a name already
-    /// holding a value (a control-flow layer, or any layer of a nested network writing a blob of
-    /// the networks around it) writes a new blob `name#k`, and later readers read that one.
+    /// holding a value (a control-flow layer, a copy, or any layer of a nested network writing a
+    /// blob of the networks around it) writes a new blob `name#k`, and later readers read that one.
     private static func sequential(_ layers: [CoreML_Specification_NeuralNetworkLayer], modelInputs: [String], outer: Set<String>,
                                    what scope: String?) throws -> ([Node], [String], [String: String], [String]) {
         var current: [String: String] = [:]
@@ -135,9 +155,9 @@ final class NNGraph: @unchecked Sendable {
                         throw MLModelError(.unsupported, "\(prefix)layer '\(name)' is of type '\(type)', which Cortado does not run yet")
                     }
                     guard !spec.output.isEmpty else { throw MLModelError(.invalidModel, "\(prefix)layer '\(name)' (\(type)) has no outputs") }
-                    layer = try builder(spec)
+                    layer = try NNWeightAudit.building(name) { try builder(spec) }
                     ins = try spec.input.map { try resolve($0, for: name, type) }
-                    outs = try spec.output.map { try define($0, by: name, type, rewrite: false) }
+                    outs = try spec.output.map { try define($0, by: name, type, rewrite: type == "copy") }
                 }
             } catch let e as NNLayerError {
                 throw MLModelError(.invalidModel, "\(prefix)layer '\(name)' (\(type)): \(e.message)")

@@ -20,6 +20,9 @@ final class NNPlan: @unchecked Sendable {
         /// Input 0's index in `rowInputs`, when it is one (given as rows when the batch leaves
         /// it there).
         var rowInput: Int?
+        /// Every output is empty (an empty range and what follows from it): the step is not
+        /// run, so kernels never see a tensor with nothing to write.
+        var writesNothing = false
     }
 
     /// Where planning stopped: the layer whose shapes wait for values, the blobs still alive
@@ -102,8 +105,11 @@ final class NNPlan: @unchecked Sendable {
             guard outs.count == node.outputs.count else {
                 throw MLModelError(.invalidModel, "layer '\(node.name)' (\(node.type)) makes \(outs.count) outputs but names \(node.outputs.count)")
             }
+            // Empty blobs come only from values (an empty range) and what is computed from
+            // them; elsewhere a zero size is a parameter the layer cannot take.
+            let mayBeEmpty = node.layer is any NNValueShapedLayer || ins.contains { $0.count == 0 }
             for (name, shape) in zip(node.outputs, outs) {
-                guard shape.count > 0, shape.extents.allSatisfy({ $0 > 0 }) else {
+                guard shape.extents.allSatisfy({ $0 >= 0 }), shape.count > 0 || mayBeEmpty else {
                     throw MLModelError(.invalidModel, "layer '\(node.name)' (\(node.type)) would make blob '\(name)' of shape \(shape) from inputs \(ins.map(\.description).joined(separator: ", "))")
                 }
                 shapes[name] = shape
@@ -149,7 +155,8 @@ final class NNPlan: @unchecked Sendable {
                 }
                 place[name] = outTensors.last!
             }
-            steps.append(Step(layer: node.layer, inputs: inTensors, outputs: outTensors, name: node.name, type: node.type))
+            steps.append(Step(layer: node.layer, inputs: inTensors, outputs: outTensors, name: node.name, type: node.type,
+                              writesNothing: outTensors.allSatisfy { $0.count == 0 }))
             for name in Set(node.inputs) where lastUse[name] == index {
                 arena.free(place[name]!.offset, place[name]!.count)
             }
@@ -198,6 +205,7 @@ final class NNPlan: @unchecked Sendable {
         if let layer = node.layer as? any NNTensorLayer, !layer.isDeterministic { return nil }
         let inputs = node.inputs.compactMap { known[$0] }
         guard inputs.count == node.inputs.count, outs.reduce(0, { $0 + $1.count }) <= maxKnownFloats else { return nil }
+        if outs.allSatisfy({ $0.count == 0 }) { return outs.map { _ in [] } }
         // A small workspace: inputs, outputs, scratch.
         var tensors: [NNTensor] = []
         var size = 0
@@ -238,7 +246,7 @@ final class NNPlan: @unchecked Sendable {
     func runSteps(on base: UnsafeMutablePointer<Float>, threads: Int, times: MLLayerTimes? = nil,
                   rows: [NNInputRows?] = []) {
         let context = NNRunContext(base: base, scratch: base + blobFloats, threads: threads)
-        for step in steps {
+        for step in steps where !step.writesNothing {
             var stepContext = context
             if let index = step.rowInput, index < rows.count, let given = rows[index] { stepContext.inputRows = given }
             guard let times else {
@@ -348,8 +356,8 @@ final class NNPlan: @unchecked Sendable {
         } catch let e as NNLayerError {
             throw MLModelError(.featureType, "layer '\(node.name)' (\(node.type)) cannot make its output from inputs \(ins.map(\.description).joined(separator: ", ")) and the values computed for them: \(e.message)")
         }
-        for (name, shape) in zip(node.outputs, outs) where shape.count <= 0 || !shape.extents.allSatisfy({ $0 > 0 }) {
-            throw MLModelError(.featureType, "layer '\(node.name)' (\(node.type)) would make blob '\(name)' of shape \(shape); empty tensors are not supported")
+        for (name, shape) in zip(node.outputs, outs) where !shape.extents.allSatisfy({ $0 >= 0 }) {
+            throw MLModelError(.featureType, "layer '\(node.name)' (\(node.type)) would make blob '\(name)' of shape \(shape)")
         }
         let key = pending.live.map { blobs[$0]!.shape } + outs
         lock.lock()
@@ -367,6 +375,7 @@ final class NNPlan: @unchecked Sendable {
 
         mutating func allocate(_ count: Int) -> Int {
             let n = (count + 15) & ~15 // 64-byte aligned blobs
+            guard n > 0 else { return 0 } // an empty blob takes no room
             if let i = free.firstIndex(where: { $0.count >= n }) {
                 let block = free[i]
                 if block.count == n { free.remove(at: i) } else { free[i] = (block.offset + n, block.count - n) }
@@ -384,6 +393,7 @@ final class NNPlan: @unchecked Sendable {
 
         mutating func free(_ offset: Int, _ count: Int) {
             let n = (count + 15) & ~15
+            guard n > 0 else { return }
             free.append((offset, n))
             free.sort { $0.offset < $1.offset }
             var merged: [(offset: Int, count: Int)] = []

@@ -108,7 +108,9 @@ final class NNPrecompiledWeights: @unchecked Sendable {
         if let expected, e.count != expected {
             throw NNLayerError("\(name): compiled weights #\(i) hold \(e.count) values, the layer needs \(expected)")
         }
-        return NNFloats(mapped: (weights!.baseAddress! + e.offset).assumingMemoryBound(to: Float.self), count: e.count, owner: owner!)
+        let stored = NNFloats(mapped: (weights!.baseAddress! + e.offset).assumingMemoryBound(to: Float.self), count: e.count, owner: owner!)
+        NNWeightAudit.note(stored)
+        return stored
     }
 
     /// The storage form the weights had before compiling (for `cortado inspect`).

@@ -36,6 +36,8 @@ public enum NNWeights {
         if let expected, values.count != expected {
             throw NNLayerError("\(name) has \(values.count) values, expected \(expected)")
         }
+        // Non-finite values are kept, as Core ML keeps them; inspect reports them.
+        values.withUnsafeBufferPointer { NNWeightAudit.note($0) }
         return values
     }
 

@@ -307,16 +307,23 @@ final class ReverseSeqLayer: NNTensorLayer, @unchecked Sendable {
 }
 
 /// `TileLayerParams`: the input repeated `reps[i]` times along axis `i` (`reps` may be shorter
-/// than the rank; missing leading entries are 1).
+/// than the rank; missing leading entries are 1). With a second input (specification 5) `reps`
+/// is empty and the repetitions are that input's values: `TileDynamicLayer`.
 final class TileLayer: NNTensorLayer, @unchecked Sendable {
     let reps: [Int]
+
+    /// The layer for a `tile` spec: repetitions from the parameters, or from input 1 when the
+    /// layer has two inputs (the parameters are then ignored, as coremltools writes them empty).
+    static func make(_ spec: CoreML_Specification_NeuralNetworkLayer) throws -> any NNLayer {
+        spec.input.count == 2 ? TileDynamicLayer() : try TileLayer(spec.tile)
+    }
 
     init(_ p: CoreML_Specification_TileLayerParams) throws {
         reps = p.reps.map { Int($0) }
         guard !reps.isEmpty, reps.allSatisfy({ $0 > 0 }) else { throw NNLayerError("reps \(p.reps) must hold positive counts") }
     }
 
-    private func fullReps(_ rank: Int) throws -> [Int] {
+    static func fullReps(_ reps: [Int], rank: Int) throws -> [Int] {
         guard reps.count <= rank else { throw NNLayerError("reps \(reps) has more entries than the input's rank \(rank)") }
         return [Int](repeating: 1, count: rank - reps.count) + reps
     }
@@ -324,18 +331,45 @@ final class TileLayer: NNTensorLayer, @unchecked Sendable {
     func outputShapes(_ inputs: [NNShape]) throws -> [NNShape] {
         guard inputs.count == 1 else { throw NNLayerError("takes one input, got \(inputs.count)") }
         let e = inputs[0].extents
-        return [NNShape(tensor: zip(e, try fullReps(e.count)).map { $0 * $1 })]
+        return [NNShape(tensor: zip(e, try Self.fullReps(reps, rank: e.count)).map { $0 * $1 })]
     }
 
     var detail: String { "reps \(reps)" }
 
     func run(inputs: [NNTensor], outputs: [NNTensor], context: NNRunContext) {
+        guard let r = try? Self.fullReps(reps, rank: inputs[0].shape.rank) else { return }
+        Self.tile(inputs[0], reps: r, to: outputs[0], context: context)
+    }
+
+    static func tile(_ x: NNTensor, reps r: [Int], to y: NNTensor, context: NNRunContext) {
         // Output axis i of size r·d is read as two axes [r, d]: stride 0 along the repeat.
-        let e = inputs[0].shape.extents
-        guard let r = try? fullReps(e.count) else { return }
-        let s = NNAxes.strides(e)
-        NNGather.strided(context.pointer(inputs[0]), extents: e.indices.flatMap { [r[$0], e[$0]] },
-                         strides: e.indices.flatMap { [0, s[$0]] }, to: context.pointer(outputs[0]))
+        let e = x.shape.extents, s = NNAxes.strides(e)
+        NNGather.strided(context.pointer(x), extents: e.indices.flatMap { [r[$0], e[$0]] },
+                         strides: e.indices.flatMap { [0, s[$0]] }, to: context.pointer(y))
+    }
+}
+
+/// `tile` with two inputs: input 0 repeated along each axis as many times as the values of
+/// input 1 say (a rank-1 tensor of whole counts, at most one per axis; missing leading entries
+/// are 1). The output shape depends on those values.
+final class TileDynamicLayer: NNValueShapedLayer, @unchecked Sendable {
+    var shapeInputs: [Int] { [1] }
+
+    func outputShapes(_ inputs: [NNShape], values: [[Float]?]) throws -> [NNShape] {
+        guard inputs.count == 2, let given = values[1] else { throw NNLayerError("takes two inputs (the tensor, the repetitions), got \(inputs.count)") }
+        guard inputs[1].rank <= 1, given.allSatisfy({ $0 >= 1 && $0.rounded() == $0 && $0 < Float(1 << 31) }) else {
+            throw NNLayerError("reps \(given) (input 1) must be a rank-1 list of positive whole counts")
+        }
+        let e = inputs[0].extents
+        let r = try TileLayer.fullReps(given.map { Int($0) }, rank: e.count)
+        return [NNShape(tensor: zip(e, r).map { $0 * $1 })]
+    }
+
+    func run(inputs: [NNTensor], outputs: [NNTensor], context: NNRunContext) {
+        // The repetitions the plan was made for, read back from the shapes.
+        let e = inputs[0].shape.extents, out = outputs[0].shape.extents
+        guard out.count == e.count, e.allSatisfy({ $0 > 0 }) else { return }
+        TileLayer.tile(inputs[0], reps: zip(out, e).map { $0 / $1 }, to: outputs[0], context: context)
     }
 }
 

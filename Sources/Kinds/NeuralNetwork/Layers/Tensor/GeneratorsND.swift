@@ -26,6 +26,7 @@ final class ConstantNDLayer: NNTensorLayer, @unchecked Sendable {
 
     static func range(_ p: CoreML_Specification_RangeStaticLayerParams) throws -> ConstantNDLayer {
         let values = try RangeDynamicLayer.values(start: p.startValue, end: p.endValue, step: p.stepSizeValue)
+        guard !values.isEmpty else { throw NNLayerError("range from \(p.startValue) to \(p.endValue) by \(p.stepSizeValue) is empty") }
         return try ConstantNDLayer(.values(values, shape: [values.count]))
     }
 
@@ -57,7 +58,9 @@ final class ConstantNDLayer: NNTensorLayer, @unchecked Sendable {
 
 /// `RangeDynamicLayerParams`: `[start, start + step, …)` below `end` (above it for a negative
 /// step). Inputs: `end`; `end, start`; or `end, start, step` (each one value); the rest come
-/// from the parameters. The length depends on values, so this is a dynamic-shape layer.
+/// from the parameters. The length depends on values, so this is a dynamic-shape layer. A range
+/// with no values (`end` not beyond `start` in the step's direction) is a tensor of shape `[0]`,
+/// as in Core ML, not an error.
 final class RangeDynamicLayer: NNValueShapedLayer, @unchecked Sendable {
     let start: Float
     let step: Float
@@ -72,11 +75,10 @@ final class RangeDynamicLayer: NNValueShapedLayer, @unchecked Sendable {
 
     var shapeInputs: [Int] { Array(0..<inputCount) }
 
-    /// The values of a range; an empty range or a zero step is an error.
+    /// The values of a range (none when it is empty); a zero step is an error.
     static func values(start: Float, end: Float, step: Float) throws -> [Float] {
         guard step != 0, step.isFinite, start.isFinite, end.isFinite else { throw NNLayerError("range from \(start) to \(end) by \(step) is not finite") }
-        let count = Int(((end - start) / step).rounded(.up))
-        guard count > 0 else { throw NNLayerError("range from \(start) to \(end) by \(step) is empty") }
+        let count = Swift.max(0, Int(((end - start) / step).rounded(.up)))
         guard count <= 1 << 28 else { throw NNLayerError("range from \(start) to \(end) by \(step) has \(count) values") }
         return (0..<count).map { start + Float($0) * step }
     }

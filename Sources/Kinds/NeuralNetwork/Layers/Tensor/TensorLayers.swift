@@ -28,7 +28,7 @@ enum TensorLayers {
             "sliceDynamic": { spec in try SliceDynamicLayer(spec.sliceDynamic, inputCount: spec.input.count) },
             "slidingWindows": { spec in try SlidingWindowsLayer(spec.slidingWindows) },
             "reverseSeq": { spec in ReverseSeqLayer(spec.reverseSeq) },
-            "tile": { spec in try TileLayer(spec.tile) },
+            "tile": { spec in try TileLayer.make(spec) },
             "stack": { spec in StackLayer(spec.stack) },
             "gather": { spec in GatherLayer(spec.gather) },
             "gatherNd": { _ in GatherNDLayer() },
