@@ -7,14 +7,17 @@ final class MLCompiledProgram: MLStatefulCompiledModel, @unchecked Sendable {
     let description: MLModelDescription
     let model: String
     let runner = MILRunner()
+    /// Threads an op may use.
+    let threads: Int
     /// For each function input, the description's feature of the same name.
     private let inputFeatures: [MLFeatureDescription?]
 
     /// The labels of the program's `classify` op, when it has one with constant classes.
     let classLabels: MLClassLabels?
 
-    init(plan: MILFunctionPlan, description: MLModelDescription, model: String) throws {
+    init(plan: MILFunctionPlan, description: MLModelDescription, model: String, threads: Int) throws {
         self.plan = plan
+        self.threads = threads
         classLabels = Self.labels(plan.body)
         self.description = description
         self.model = model
@@ -69,7 +72,7 @@ final class MLCompiledProgram: MLStatefulCompiledModel, @unchecked Sendable {
 
     /// One prediction; `states` hold the session's state tensors (stateful programs).
     func prediction(from input: MLFeatureProvider, options: MLPredictionOptions, states: [String: MILStateCell]) throws -> MLFeatureProvider {
-        let frame = MILFrame(slotCount: plan.slotCount, states: states)
+        let frame = MILFrame(slotCount: plan.slotCount, states: states, threads: threads)
         for (i, item) in plan.inputs.enumerated() {
             if case .state = item.type {
                 guard let cell = states[item.name] else {

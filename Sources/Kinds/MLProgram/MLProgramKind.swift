@@ -12,7 +12,9 @@ enum MLProgramKind: MLModelKind {
         let function = context.description.functionName ?? context.configuration.functionName ?? "main"
         do {
             let plan = try MILPlanner.plan(spec.mlProgram, function: function, decoder: decoder)
-            return try MLCompiledProgram(plan: plan, description: context.description, model: context.modelName)
+            let cores = Swift.max(1, ProcessInfo.processInfo.activeProcessorCount)
+            let threads = context.configuration.threadCount > 0 ? Swift.min(context.configuration.threadCount, cores) : cores
+            return try MLCompiledProgram(plan: plan, description: context.description, model: context.modelName, threads: threads)
         } catch let error as MILError {
             throw MLModelError(error.isUnsupported ? .unsupported : .invalidModel, model: context.modelName, error.description)
         }

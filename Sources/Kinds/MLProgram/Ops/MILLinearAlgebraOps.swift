@@ -1,4 +1,6 @@
 import COpenBLAS
+import Dispatch
+import Foundation
 
 /// `linear` and `matmul` (`linear.py`), on OpenBLAS's SGEMM.
 enum MILLinearAlgebraOps {
@@ -17,7 +19,7 @@ enum MILLinearAlgebraOps {
                 for r in 0..<rows { for j in 0..<dout { out[r * dout + j] = bv[j] } }
             }
             let xv = x.floats, wv = w.floats
-            gemm(rows, dout, din, xv, transA: false, wv, transB: true, &out, beta: 1)
+            gemm(rows, dout, din, xv, transA: false, wv, transB: true, &out, beta: 1, threads: call.threads)
             return [.tensor(MILTensor(floats: out, shape: Array(x.shape.dropLast()) + [dout], dataType: x.dataType))]
         },
         "matmul": { call in
@@ -42,7 +44,7 @@ enum MILLinearAlgebraOps {
                     out.withUnsafeMutableBufferPointer { op in
                         for b in 0..<ix.count {
                             gemmPointers(m, n, k, xp.baseAddress! + ix[b] * m * k, transA: tx, yp.baseAddress! + iy[b] * k * n, transB: ty,
-                                         op.baseAddress! + b * m * n, beta: 0)
+                                         op.baseAddress! + b * m * n, beta: 0, threads: call.threads)
                         }
                     }
                 }
@@ -59,24 +61,69 @@ enum MILLinearAlgebraOps {
     ]
 
     /// C[m×n] = A[m×k] · B[k×n] (+ beta·C), A and B optionally transposed, row-major.
-    static func gemm(_ m: Int, _ n: Int, _ k: Int, _ a: [Float], transA: Bool, _ b: [Float], transB: Bool, _ c: inout [Float], beta: Float) {
+    static func gemm(_ m: Int, _ n: Int, _ k: Int, _ a: [Float], transA: Bool, _ b: [Float], transB: Bool, _ c: inout [Float], beta: Float,
+                     threads: Int = 1) {
         a.withUnsafeBufferPointer { ap in
             b.withUnsafeBufferPointer { bp in
                 c.withUnsafeMutableBufferPointer { cp in
-                    gemmPointers(m, n, k, ap.baseAddress!, transA: transA, bp.baseAddress!, transB: transB, cp.baseAddress!, beta: beta)
+                    gemmPointers(m, n, k, ap.baseAddress!, transA: transA, bp.baseAddress!, transB: transB, cp.baseAddress!, beta: beta,
+                                 threads: threads)
                 }
             }
         }
     }
 
+    /// OpenBLAS runs each call on one thread; the kind splits large products over its own
+    /// threads (as the neural-network kind does), so concurrent predictions do not
+    /// oversubscribe the cores with OpenBLAS's pool.
+    static let singleThreadedBLAS: Void = { openblas_set_num_threads(1) }()
+
+    /// Below this many multiply-adds a product runs on the calling thread alone.
+    static let splitWork = 1 << 18
+
     static func gemmPointers(_ m: Int, _ n: Int, _ k: Int, _ a: UnsafePointer<Float>, transA: Bool, _ b: UnsafePointer<Float>,
-                             transB: Bool, _ c: UnsafeMutablePointer<Float>, beta: Float) {
+                             transB: Bool, _ c: UnsafeMutablePointer<Float>, beta: Float, threads: Int = 1) {
         guard m > 0, n > 0 else { return }
         guard k > 0 else {
             if beta == 0 { c.update(repeating: 0, count: m * n) }
             return
         }
-        cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-                    Int32(m), Int32(n), Int32(k), 1, a, Int32(transA ? m : k), b, Int32(transB ? k : n), beta, c, Int32(n))
+        _ = singleThreadedBLAS
+        let lda = Int32(transA ? m : k), ldb = Int32(transB ? k : n)
+        let workers = Swift.min(threads, m * n * k / splitWork, Swift.max(m, n))
+        if workers <= 1 {
+            cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+                        Int32(m), Int32(n), Int32(k), 1, a, lda, b, ldb, beta, c, Int32(n))
+            return
+        }
+        let pointers = GemmPointers(a: a, b: b, c: c)
+        if m >= n || m >= workers * 8 {
+            // Rows of C (and of A) per worker.
+            let per = (m + workers - 1) / workers
+            DispatchQueue.concurrentPerform(iterations: workers) { w in
+                let m0 = w * per, rows = Swift.min(per, m - m0)
+                guard rows > 0 else { return }
+                let aPart = transA ? pointers.a + m0 : pointers.a + m0 * k
+                cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+                            Int32(rows), Int32(n), Int32(k), 1, aPart, lda, pointers.b, ldb, beta, pointers.c + m0 * n, Int32(n))
+            }
+        } else {
+            // Columns of C (and of B) per worker.
+            let per = (n + workers - 1) / workers
+            DispatchQueue.concurrentPerform(iterations: workers) { w in
+                let n0 = w * per, cols = Swift.min(per, n - n0)
+                guard cols > 0 else { return }
+                let bPart = transB ? pointers.b + n0 * k : pointers.b + n0
+                cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+                            Int32(m), Int32(cols), Int32(k), 1, pointers.a, lda, bPart, ldb, beta, pointers.c + n0, Int32(n))
+            }
+        }
     }
+}
+
+/// Operand pointers handed to worker threads (each writes its own part of C).
+private struct GemmPointers: @unchecked Sendable {
+    let a: UnsafePointer<Float>
+    let b: UnsafePointer<Float>
+    let c: UnsafeMutablePointer<Float>
 }

@@ -14,9 +14,12 @@ final class MILFrame {
     var slots: [MILValue?]
     /// States by name, for the iOS18 state ops (kept by a prediction session).
     var states: [String: MILStateCell]
-    init(slotCount: Int, states: [String: MILStateCell] = [:]) {
+    /// Threads one op may use (MLModelConfiguration.threadCount; 0 there means every core).
+    let threads: Int
+    init(slotCount: Int, states: [String: MILStateCell] = [:], threads: Int = 1) {
         slots = [MILValue?](repeating: nil, count: slotCount)
         self.states = states
+        self.threads = threads
     }
 }
 
@@ -25,6 +28,9 @@ public struct MILOpCall {
     let step: MILStep
     let frame: MILFrame
     let runner: MILRunner
+
+    /// Threads this op may split its work over.
+    public var threads: Int { frame.threads }
 
     /// The op's type, e.g. "conv".
     public var type: String { step.type }
