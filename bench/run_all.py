@@ -6,7 +6,8 @@ Runs bench/trees_vs_xgboost.py (Cortado vs XGBoost inplace_predict: 100 trees of
 on 20 features, 10,000 rows), each with the same `--bin`, all single-threaded, and
 bench/nn_vs_onnxruntime.py (Tiny YOLO v2 and an MLP vs onnxruntime at 1 and all threads; it
 needs the `cortado` executable beside `cortado-bench`) and bench/transformer_vs_onnxruntime.py
-(a transformer-style block vs onnxruntime). Each prints its
+(a transformer-style block vs onnxruntime) and bench/mlprogram_vs_onnxruntime.py (a ResNet-style
+CNN and a transformer encoder as ML Programs vs onnxruntime, fp32 and fp16). Each prints its
 table as it goes; the summary at the end lists every case's median rows/s for both engines and
 the ratio (wall clock and CPU time). Nothing asserts on time: the exit status is 1 only when an
 engine disagreed with its reference (or a benchmark failed to run), 0 otherwise.
@@ -17,7 +18,7 @@ recorded ModelInfer (needs scripts/setup-bench.sh; skip with --only trees glm).
 
 Then bench/compiled_load.py: load time of a large network, .mlmodel vs `cortado compile`'s form.
 
-Usage: .venv/bin/python bench/run_all.py [--bin .build/release] [--only trees|glm|nn|transformer|server|compiled ...]
+Usage: .venv/bin/python bench/run_all.py [--bin .build/release] [--only trees|glm|nn|transformer|mlprogram|server|compiled ...]
 `make bench` builds in release mode and runs this with --bin .build/release.
 """
 import argparse
@@ -37,6 +38,7 @@ BENCHMARKS = [
     ("glm", "glm_vs_sklearn.py", "Cortado vs scikit-learn"),
     ("nn", "nn_vs_onnxruntime.py", "Cortado vs onnxruntime on neural networks"),
     ("transformer", "transformer_vs_onnxruntime.py", "Cortado vs onnxruntime on a transformer-style block"),
+    ("mlprogram", "mlprogram_vs_onnxruntime.py", "Cortado vs onnxruntime on ML Programs (CNN, transformer encoder)"),
 ]
 
 
