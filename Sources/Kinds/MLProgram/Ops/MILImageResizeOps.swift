@@ -80,8 +80,11 @@ enum MILImageResizeOps {
             var t = x.dataType.isFloat ? x : x.converted(to: .fp32)
             for i in 0..<dims {
                 let axis = x.rank - dims + i, n = x.shape[axis]
-                let requested = shape[shape.count - dims + i], m = requested == 0 ? n : requested
-                guard m > 0 else { throw call.error("target size \(requested) must be positive") }
+                // A 0 keeps the axis as it is, rather than resampling it onto itself (which
+                // OFFSET_CORNERS and UNALIGN_CORNERS would blend).
+                let m = shape[shape.count - dims + i]
+                if m == 0 { continue }
+                guard m > 0 else { throw call.error("target size \(m) must be positive") }
                 let points = try grid(call, mode, from: 0, to: Float(n - 1), count: m)
                 let taps = interpolation == "LINEAR" ? linearTaps(points, size: n) : points.map { p in
                     let s = Swift.min(Swift.max(Int((p + 0.5).rounded(.down)), 0), n - 1)
