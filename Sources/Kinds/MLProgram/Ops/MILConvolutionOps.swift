@@ -58,7 +58,7 @@ enum MILConvolutionOps {
         let n = x.shape[0], cin = x.shape[1], r = x.rank - 2
         let groups = try call.int("groups", default: 1)
         guard groups > 0, cin % groups == 0, w.shape[0] == cin else {
-            throw call.error("weight \(w.shape) (\([cin, "C_out/groups"] + w.shape[2...].map(String.init))) does not fit \(cin) input channels in \(groups) groups")
+            throw call.error("weight \(w.shape) must be [C_in, C_out/groups, *K] for \(cin) input channels in \(groups) groups")
         }
         let coutG = w.shape[1], cout = coutG * groups, cinG = cin / groups
         let spatial = Array(x.shape[2...]), kernel = Array(w.shape[2...])
