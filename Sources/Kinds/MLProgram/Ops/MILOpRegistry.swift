@@ -12,6 +12,11 @@ enum MILOpRegistry {
         MILControlFlowOps.kernels,
         MILConstexprOps.kernels,
         MILStateOps.kernels,
+        MILConvolutionOps.kernels,
+        MILPoolingOps.kernels,
+        MILNormalizationOps.kernels,
+        MILImageResizeOps.kernels,
+        MILSpaceOps.kernels,
     ]
 
     nonisolated(unsafe) static let kernels: [String: MILKernel] = {
