@@ -17,6 +17,8 @@ public final class MLState: @unchecked Sendable {
 
 /// A compiled model that keeps state between predictions (iOS18 ML Programs with state ops).
 public protocol MLStatefulCompiledModel: MLCompiledModel {
+    /// True when this model has states (a kind may adopt the protocol for all its models).
+    var keepsState: Bool { get }
     /// Fresh state storage (every state tensor zero).
     func makeStateStorage() throws -> AnyObject
     /// One prediction that reads and updates `state`.
@@ -25,11 +27,11 @@ public protocol MLStatefulCompiledModel: MLCompiledModel {
 
 extension MLModel {
     /// True when the model keeps state between predictions.
-    public var isStateful: Bool { compiled is any MLStatefulCompiledModel }
+    public var isStateful: Bool { (compiled as? any MLStatefulCompiledModel)?.keepsState ?? false }
 
     /// A new state for a session of predictions (every state tensor zero).
     public func makeState() throws -> MLState {
-        guard let stateful = compiled as? any MLStatefulCompiledModel else {
+        guard let stateful = compiled as? any MLStatefulCompiledModel, stateful.keepsState else {
             throw MLModelError(.generic, model: name, "the model keeps no state")
         }
         return MLState(storage: try stateful.makeStateStorage(), owner: ObjectIdentifier(self))

@@ -44,6 +44,10 @@ final class MLCompiledProgram: MLStatefulCompiledModel, @unchecked Sendable {
         init(_ cells: [String: MILStateCell]) { self.cells = cells }
     }
 
+    var keepsState: Bool {
+        plan.inputs.contains { if case .state = $0.type { return true } else { return false } }
+    }
+
     func makeStateStorage() throws -> AnyObject {
         var cells: [String: MILStateCell] = [:]
         for input in plan.inputs {

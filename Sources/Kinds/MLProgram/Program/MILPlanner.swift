@@ -88,7 +88,6 @@ struct MILPlanner {
             let label = "\(op.type) '\(opName)'"
             opCounts[op.type, default: 0] += 1
             let outputTypes = try op.outputs.map { try MILType($0.type, op: label) }
-            for t in outputTypes { if let dt = t.dataType, dt.isFloat { computeTypes.insert(dt) } }
             if op.type == "const" {
                 guard let val = op.attributes["val"], let out = op.outputs.first else {
                     throw MILError.invalid(label, "a const op without a value or an output")
@@ -137,6 +136,7 @@ struct MILPlanner {
                 folded += 1
             } else {
                 for (out, slot) in zip(op.outputs, outputSlots) { scope[out.name] = .slot(slot, out.name) }
+                for t in outputTypes { if let dt = t.dataType, dt.isFloat { computeTypes.insert(dt) } }
                 steps.append(step)
                 runCount += 1
             }
