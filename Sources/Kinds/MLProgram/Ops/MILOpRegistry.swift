@@ -12,6 +12,11 @@ enum MILOpRegistry {
         MILControlFlowOps.kernels,
         MILConstexprOps.kernels,
         MILStateOps.kernels,
+        MILTensorOps.kernels,
+        MILGatherScatterOps.kernels,
+        MILSortOps.kernels,
+        MILListOps.kernels,
+        MILRandomOps.kernels,
     ]
 
     nonisolated(unsafe) static let kernels: [String: MILKernel] = {
