@@ -18,13 +18,13 @@ def spec(shape, dtype=types.fp32):
     return mb.TensorSpec(shape=shape, dtype=dtype)
 
 
-def convert(prog, tmp_path):
+def convert(prog, tmp_path, precision="fp32"):
     """Converts for the program's own opset (the converter refuses newer ops otherwise)."""
-    return convert_any(prog, tmp_path, minimum_deployment_target=prog.functions["main"].opset_version)
+    return convert_any(prog, tmp_path, precision=precision, minimum_deployment_target=prog.functions["main"].opset_version)
 
 
-def run_program(prog, inputs, tmp_path):
-    return predict(convert(prog, tmp_path), [inputs])[0]
+def run_program(prog, inputs, tmp_path, precision="fp32"):
+    return predict(convert(prog, tmp_path, precision), [inputs])[0]
 
 
 def check(got, ref, rtol=1e-6, atol=1e-6, what="output"):
@@ -210,6 +210,24 @@ def test_cumsum_int(tmp_path):
         return mb.cumsum(x=x, axis=-1)
 
     check(only(run_program(prog, {"x": x}, tmp_path)), np.cumsum(x, axis=-1))
+
+
+def test_fp16_program_pads_gathers_and_sums(tmp_path):
+    """compute_precision=FLOAT16: the ops run on fp16 values and their results are stored as fp16."""
+    x = rng(33).standard_normal((3, 5)).astype(np.float32)
+    idx = np.array([4, -5, 2], np.int32)
+
+    @mb.program(input_specs=[spec((3, 5)), spec((3,), I32)], opset_version=ct.target.iOS16)
+    def prog(x, i):
+        y = mb.pad(x=x, pad=np.array([0, 0, 1, 1], np.int32), mode="replicate")
+        return mb.cumsum(x=mb.gather(x=y, indices=i, axis=1), axis=1)
+
+    f16 = lambda a: np.asarray(a, np.float32).astype(np.float16).astype(np.float64)
+    y = np.pad(f16(x), [(0, 0), (1, 1)], mode="edge")
+    g = y[:, np.where(idx < 0, idx + 7, idx)]
+    ref = np.cumsum(g, axis=1)
+    # Three fp16 roundings of sums of magnitude ≤ about 8.
+    check(only(run_program(prog, {"x": x, "i": idx}, tmp_path, precision="fp16")), ref, rtol=3e-3, atol=1e-2)
 
 
 def test_slice_update(tmp_path):

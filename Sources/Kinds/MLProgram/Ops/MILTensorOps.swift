@@ -230,7 +230,7 @@ enum MILTensorOps {
                 squeezeMask: try call.optionalTensor("squeeze_mask")?.bools ?? [Bool](repeating: false, count: r), call: call)
             let sliceShape = ranges.ranges.map(\.count)
             let kept = zip(sliceShape, ranges.kept).filter(\.1).map(\.0)
-            guard update.shape == kept || (update.count == MILShape.count(sliceShape) && update.shape.filter({ $0 != 1 }) == kept.filter({ $0 != 1 })) else {
+            guard update.shape == kept else {
                 throw call.error("update has shape \(update.shape), the slice has \(kept)")
             }
             let strides = MILShape.strides(x.shape)
