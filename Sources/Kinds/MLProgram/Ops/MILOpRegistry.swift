@@ -17,6 +17,11 @@ enum MILOpRegistry {
         MILNormalizationOps.kernels,
         MILImageResizeOps.kernels,
         MILSpaceOps.kernels,
+        MILTensorOps.kernels,
+        MILGatherScatterOps.kernels,
+        MILSortOps.kernels,
+        MILListOps.kernels,
+        MILRandomOps.kernels,
     ]
 
     nonisolated(unsafe) static let kernels: [String: MILKernel] = {
