@@ -12,6 +12,8 @@ enum MILOpRegistry {
         MILControlFlowOps.kernels,
         MILConstexprOps.kernels,
         MILStateOps.kernels,
+        MILRecurrentOps.kernels,
+        MILAttentionOps.kernels,
     ]
 
     nonisolated(unsafe) static let kernels: [String: MILKernel] = {
