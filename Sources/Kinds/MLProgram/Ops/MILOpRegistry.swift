@@ -22,6 +22,8 @@ enum MILOpRegistry {
         MILSortOps.kernels,
         MILListOps.kernels,
         MILRandomOps.kernels,
+        MILRecurrentOps.kernels,
+        MILAttentionOps.kernels,
     ]
 
     nonisolated(unsafe) static let kernels: [String: MILKernel] = {

@@ -112,6 +112,10 @@ struct MILPlanner {
                     }
                 }
             }
+            // The iOS16 constexpr ops write their parameters as attributes, not inputs.
+            for (key, attribute) in op.attributes where key != "name" && inputs[key] == nil {
+                inputs[key] = [.constant(try decoder.value(attribute, op: label))]
+            }
             var blocks: [MILBlock] = []
             for nested in op.blocks {
                 var inner = scope
