@@ -89,9 +89,11 @@ struct Inspect: ParsableCommand {
     private func printCoverage(parts: String?) {
         for coverage in MLModelKindRegistry.shared.coverages where parts == nil || coverage.partName == parts {
             print("\(coverage.title): \(coverage.runCount) of \(coverage.items.count) run")
+            // Names never truncated: the column is as wide as the longest name (at least 26).
+            let width = Swift.max(26, (coverage.items.map(\.name.count).max() ?? 0) + 1)
             for item in coverage.items {
                 let status = item.runs ? "runs" : (item.note.isEmpty ? "not yet" : "no — \(item.note)")
-                print("  \(item.name.padding(toLength: 26, withPad: " ", startingAt: 0)) \(status)")
+                print("  \(item.name.padding(toLength: width, withPad: " ", startingAt: 0)) \(status)")
             }
         }
     }

@@ -9,6 +9,13 @@ import pytest
 from milharness import assert_close, convert, ct, inspect, mb, only, predict, rng, run_program
 from coremltools.converters.mil.mil import types
 
+# The operations this module checks (scripts/ops_table.py reads it for docs/ops.md).
+OPS = [
+    "add", "einsum", "gelu", "linear", "matmul", "mul", "reduce_mean", "reshape", "rsqrt",
+    "scaled_dot_product_attention", "softmax", "sub", "transpose",
+]
+
+
 
 def softmax(a):
     e = np.exp(a - a.max(axis=-1, keepdims=True))

@@ -14,6 +14,14 @@ from coremltools.converters.mil.mil import types
 
 from milharness import assert_close, ct, mb, only, predict, rng, run_program
 
+# The operations this module checks (scripts/ops_table.py reads it for docs/ops.md).
+OPS = [
+    "add", "cast", "constexpr_affine_dequantize", "constexpr_blockwise_shift_scale", "constexpr_cast",
+    "constexpr_lut_to_dense", "constexpr_lut_to_sparse", "constexpr_sparse_blockwise_shift_scale",
+    "constexpr_sparse_to_dense", "dequantize", "linear", "mul", "quantize",
+]
+
+
 IN, OUT, BATCH = 64, 32, 3
 
 

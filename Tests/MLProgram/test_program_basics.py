@@ -8,6 +8,21 @@ import pytest
 
 from milharness import assert_close, convert, ct, inspect, mb, only, predict, rng, run_program
 
+# The operations this module checks (scripts/ops_table.py reads it for docs/ops.md).
+OPS = [
+    "abs", "acos", "add", "asin", "atan", "atanh", "cast", "ceil", "clamped_relu", "clip", "concat", "cond", "cos",
+    "cosh", "elu", "equal", "erf", "exp", "exp2", "expand_dims", "flatten2d", "floor", "floor_div", "gelu", "greater",
+    "greater_equal", "identity", "inverse", "leaky_relu", "less", "less_equal", "linear", "linear_activation", "log",
+    "logical_and", "logical_not", "logical_or", "logical_xor", "matmul", "maximum", "minimum", "mod", "mul",
+    "not_equal", "pow", "prelu", "real_div", "reduce_argmax", "reduce_argmin", "reduce_l1_norm", "reduce_l2_norm",
+    "reduce_log_sum", "reduce_log_sum_exp", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum",
+    "reduce_sum_square", "relu", "relu6", "reshape", "round", "rsqrt", "scaled_tanh", "select", "shape", "sigmoid",
+    "sigmoid_hard", "sign", "silu", "sin", "sinh", "slice_by_index", "slice_by_size", "softmax", "softplus",
+    "softplus_parametric", "softsign", "split", "sqrt", "square", "squeeze", "stack", "sub", "tan", "tanh",
+    "threshold", "thresholded_relu", "transpose", "while_loop",
+]
+
+
 
 def test_linear_relu_concat_fp32(tmp_path):
     r = rng(1)

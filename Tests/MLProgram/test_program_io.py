@@ -13,7 +13,7 @@ from coremltools.converters.mil.mil import get_new_symbol
 
 from milharness import assert_close, convert, ct, inspect, mb, only, predict, rng
 
-OPS = ["classify"]
+OPS = ["classify", "const"]
 
 
 def test_image_input_classifier(tmp_path):

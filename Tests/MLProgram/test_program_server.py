@@ -10,6 +10,12 @@ import pytest
 
 from milharness import REPO_ROOT, assert_close, convert, cortado_command, ct, mb, rng
 
+# The operations this module checks (scripts/ops_table.py reads it for docs/ops.md).
+OPS = [
+    "add", "linear", "sigmoid", "softmax",
+]
+
+
 warnings.filterwarnings("ignore")
 tc = pytest.importorskip("tritonclient.grpc")
 

@@ -11,6 +11,12 @@ import pytest
 from milharness import assert_close, ct, mb, rng, run_program
 from coremltools.converters.mil.mil import types
 
+# The operations this module checks (scripts/ops_table.py reads it for docs/ops.md).
+OPS = [
+    "gru", "identity", "lstm", "rnn",
+]
+
+
 S, B, I, H = 5, 2, 3, 4
 
 ACT = {

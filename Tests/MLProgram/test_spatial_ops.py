@@ -16,6 +16,16 @@ import pytest
 import milharness
 from milharness import assert_close, ct, mb, only, rng
 
+# The operations this module checks (scripts/ops_table.py reads it for docs/ops.md).
+OPS = [
+    "add", "affine", "avg_pool", "batch_norm", "batch_to_space", "conv", "conv_transpose", "crop", "crop_resize",
+    "depth_to_space", "instance_norm", "l2_norm", "l2_pool", "layer_norm", "linear", "local_response_norm",
+    "max_pool", "pad", "pixel_shuffle", "pixel_unshuffle", "reduce_mean", "relu", "resample", "resize",
+    "resize_bilinear", "resize_nearest_neighbor", "shape", "sliding_windows", "space_to_batch", "space_to_depth",
+    "upsample_bilinear", "upsample_nearest_neighbor",
+]
+
+
 F32 = np.float32
 
 

@@ -11,6 +11,17 @@ import pytest
 from milharness import assert_close, ct, mb, only, predict, rng, types
 from milharness import convert as convert_any
 
+# The operations this module checks (scripts/ops_table.py reads it for docs/ops.md).
+OPS = [
+    "add", "argsort", "band_part", "cast", "cumsum", "fill", "fill_like", "gather", "gather_along_axis", "gather_nd",
+    "identity", "less", "list_gather", "list_length", "list_read", "list_scatter", "list_write", "make_list", "mul",
+    "non_maximum_suppression", "non_zero", "one_hot", "pad", "random_bernoulli", "random_categorical",
+    "random_normal", "random_uniform", "range_1d", "reshape_like", "reverse", "reverse_sequence", "scatter",
+    "scatter_along_axis", "scatter_nd", "slice_by_index", "slice_update", "squeeze", "sub", "tile", "topk",
+    "while_loop",
+]
+
+
 I32 = types.int32
 
 
