@@ -24,6 +24,7 @@ enum MILOpRegistry {
         MILRandomOps.kernels,
         MILRecurrentOps.kernels,
         MILAttentionOps.kernels,
+        MILQuantizedConvOps.kernels,
     ]
 
     nonisolated(unsafe) static let kernels: [String: MILKernel] = {
@@ -59,9 +60,7 @@ enum MILOpRegistry {
         """.split(separator: " ").map(String.init)
 
     /// Why an operation does not run, for those that deliberately do not.
-    static let notes: [String: String] = [
-        "conv_quantized": "an iOS13-era op the converters no longer write (quantized weights arrive as constexpr ops)",
-    ]
+    static let notes: [String: String] = [:]
 
     static func whyNot(_ type: String) -> String {
         if let note = notes[type] { return "the operation \(type) does not run in Cortado: \(note)" }
