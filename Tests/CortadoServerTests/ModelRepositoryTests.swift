@@ -212,7 +212,7 @@ final class ModelRepositoryTests: XCTestCase {
         XCTAssertThrowsError(try repo.load("ghost")) { error in
             let status = error as? GRPCStatus
             XCTAssertEqual(status?.code, .notFound)
-            XCTAssertEqual(status?.message.contains("expected ghost/<version>/model.mlmodel or ghost.mlmodel"), true, status?.message ?? "")
+            XCTAssertEqual(status?.message.contains("expected ghost/<version>/model.mlmodel, model.mlpackage or ghost.mlmodel"), true, status?.message ?? "")
         }
     }
 
