@@ -44,6 +44,11 @@ def convert(prog, tmp_path, precision="fp32", keep_ops=True, name="model", **kwa
         if keep_ops:
             opts["pass_pipeline"] = ct.PassPipeline.EMPTY
     opts.update(kwargs)
+    if "minimum_deployment_target" not in opts:
+        # The converter refuses ops newer than its target: aim at the program's own opset.
+        opset = getattr(prog.functions.get("main"), "opset_version", None) if hasattr(prog, "functions") else None
+        if opset is not None:
+            opts["minimum_deployment_target"] = opset
     model = ct.convert(prog, **opts)
     path = Path(tmp_path) / f"{name}.mlpackage"
     model.save(str(path))
