@@ -17,8 +17,9 @@
 #   4. the smoke test: the image's root file system serves examples/repository, its health
 #      command passes, examples/client.py (tritonclient) gets the iris answers, and SIGTERM
 #      ends it with exit status 0. It runs under podman when podman can run containers here,
-#      else in a chroot inside a new mount namespace (unshare), as user 10001 with the
-#      repository bind-mounted read-only. Both use the host's network, on free ports.
+#      else in a chroot inside new mount and PID namespaces (unshare; cortado is PID 1 as in a
+#      container), as user 10001 with the repository bind-mounted read-only. Both use the
+#      host's network, on free ports.
 #
 # Output (OUT, default .build/image): oci/ (the OCI layout, tag cortado:VERSION),
 # cortado-VERSION.oci.tar (for `podman load -i` / `skopeo copy oci-archive:`), bundle/ (the
@@ -92,12 +93,14 @@ for l in final:
     if word in ("USER", "WORKDIR", "STOPSIGNAL"): cfg[word] = rest.strip()
     elif word == "EXPOSE": cfg["EXPOSE"] = rest.split()
     elif word in ("ENTRYPOINT", "CMD"): cfg[word] = json.loads(rest)
+    elif word == "HEALTHCHECK": cfg[word] = json.loads(rest.split(" CMD ", 1)[1])
 print("IMG_USER=" + shlex.quote(cfg["USER"]))
 print("IMG_WORKDIR=" + shlex.quote(cfg.get("WORKDIR", "/")))
 print("IMG_STOPSIGNAL=" + shlex.quote(cfg["STOPSIGNAL"]))
 print("IMG_EXPOSE=(" + " ".join(shlex.quote(p) for p in cfg["EXPOSE"]) + ")")
 print("IMG_ENTRYPOINT=(" + " ".join(shlex.quote(a) for a in cfg["ENTRYPOINT"]) + ")")
 print("IMG_CMD=(" + " ".join(shlex.quote(a) for a in cfg["CMD"]) + ")")
+print("IMG_HEALTH=(" + " ".join(shlex.quote(a) for a in cfg["HEALTHCHECK"]) + ")")
 PY
 )"
 IMG_UID=${IMG_USER%%:*}
@@ -181,15 +184,17 @@ s = [socket.socket() for _ in range(2)]
 for x in s: x.bind(("127.0.0.1", 0))
 print(*(x.getsockname()[1] for x in s))')
 SERVE=(serve --models /models --host 127.0.0.1 --port "$PORT" --metrics-port "$METRICS")
-# The health command the Containerfile's HEALTHCHECK runs, pointed at this run's port.
-HEALTH=(/bin/bash -c "exec 3<>/dev/tcp/127.0.0.1/$METRICS && printf 'GET /readyz HTTP/1.0\\r\\n\\r\\n' >&3 && head -n 1 <&3 | grep -q ' 200 '")
+# The Containerfile's HEALTHCHECK command as it is, pointed at this run's metrics port.
+HEALTH=(env "CORTADO_METRICS_PORT=$METRICS" "${IMG_HEALTH[@]}")
 PY=.venv/bin/python; [ -x "$PY" ] || PY=python3
 
 use_podman=0
 if [ "$RUNNER" != chroot ] && command -v podman >/dev/null; then
   if podman load --quiet --input "$OUT/cortado-$TAG.oci.tar" >"$OUT/podman-load.txt" 2>&1 &&
-     podman tag "$(sed -n 's/^Loaded image: //p' "$OUT/podman-load.txt" | tail -1)" "localhost/cortado:$TAG" 2>>"$OUT/podman-load.txt" &&
-     podman run --rm --network host "localhost/cortado:$TAG" --version >>"$OUT/podman-load.txt" 2>&1; then
+     loaded=$(sed -n 's/^Loaded image: //p' "$OUT/podman-load.txt" | tail -1) &&
+     podman tag "$loaded" "localhost/cortado:$TAG" 2>>"$OUT/podman-load.txt" &&
+     { [ "$loaded" = "localhost/cortado:$TAG" ] || podman untag "localhost/cortado:$TAG" "$loaded" >/dev/null 2>&1 || true; } &&
+     podman run --rm --pull=never --network host "localhost/cortado:$TAG" --version >>"$OUT/podman-load.txt" 2>&1; then
     use_podman=1
   else
     log "podman cannot run the image here ($(tail -1 "$OUT/podman-load.txt")); using unshare + chroot"
@@ -202,19 +207,19 @@ trap 'cleanup' EXIT
 if [ "$use_podman" -eq 1 ]; then
   log "smoke test under podman (--read-only, --network host, user $IMG_USER)"
   NAME=cortado-smoke-$$
-  podman run -d --name "$NAME" --network host --read-only \
+  podman run -d --pull=never --name "$NAME" --network host --read-only \
     -v "$ROOT/examples/repository:/models:ro" "localhost/cortado:$TAG" "${SERVE[@]}" >/dev/null
   cleanup() { podman rm -f "$NAME" >/dev/null 2>&1 || true; }
   in_image() { podman exec "$NAME" "$@"; }
-  stop_server() { podman stop -t 45 "$NAME" >/dev/null; podman inspect -f '{{.State.ExitCode}}' "$NAME"; }
+  stop_server() { podman stop -t 45 "$NAME" >/dev/null; STOP_RC=$(podman inspect -f '{{.State.ExitCode}}' "$NAME"); }
   logs() { podman logs "$NAME" 2>&1 | tail -20; }
 else
   log "smoke test in unshare + chroot (user $IMG_USER, /models read-only, host network)"
-  # A new mount namespace: the bind mounts vanish with the process. No PID namespace: there
-  # cortado would be PID 1, which the kernel sends no signal it has no handler for (see
-  # docs/deploy.md on containers' PID 1). unshare, bash and chroot each exec the next, so
-  # $SERVER is cortado itself.
-  unshare --mount --propagation private bash -c '
+  # New mount and PID namespaces, as a container has: cortado runs as PID 1, to which the
+  # kernel delivers only signals it handles, and SIGTERM comes from outside the namespace, as
+  # a container runtime sends it. unshare forks bash, which execs chroot, which execs cortado;
+  # the mounts and the process vanish with the namespaces (--kill-child if this script dies).
+  unshare --mount --pid --fork --kill-child --propagation private bash -c '
     set -e
     rootfs=$1 repo=$2; shift 2
     mount --bind "$repo" "$rootfs/models" && mount -o remount,bind,ro "$rootfs/models"
@@ -225,7 +230,12 @@ else
   SERVER=$!
   cleanup() { kill "$SERVER" 2>/dev/null || true; }
   in_image() { chroot --userspec="$IMG_USER" "$ROOTFS" "$@"; }
-  stop_server() { kill -TERM "$SERVER"; local rc=0; wait "$SERVER" || rc=$?; echo "$rc"; }
+  # Not in a subshell: only this shell can wait for unshare, which exits with cortado's status.
+  stop_server() {
+    local pid1; pid1=$(pgrep -P "$SERVER" | head -1)
+    [ "$(sed -n 's/^NSpid:.*[[:space:]]//p' "/proc/$pid1/status")" = 1 ] || log "warning: cortado is not PID 1 of its namespace"
+    kill -TERM "$pid1"; STOP_RC=0; wait "$SERVER" || STOP_RC=$?
+  }
   logs() { tail -20 "$OUT/server.log"; }
 fi
 
@@ -239,8 +249,8 @@ in_image "${HEALTH[@]}" || { log "the image's health command failed"; logs; exit
 log "health command: ok"
 "$PY" examples/client.py --url "127.0.0.1:$PORT" | tee "$OUT/client.txt"
 grep -q "species: \['setosa', 'virginica'\]" "$OUT/client.txt" || { log "unexpected answers from the image"; logs; exit 1; }
-rc=$(stop_server)
-[ "$rc" = 0 ] || { log "SIGTERM: exit status $rc, expected 0"; logs; exit 1; }
+stop_server
+[ "$STOP_RC" = 0 ] || { log "SIGTERM: exit status $STOP_RC, expected 0"; logs; exit 1; }
 log "SIGTERM: drained, exit 0"
 logs | grep -i 'drain' >&2 || true
 cleanup() { :; }
