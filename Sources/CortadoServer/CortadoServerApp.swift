@@ -26,6 +26,8 @@ public final class CortadoServerApp: @unchecked Sendable {
         public init() {}
     }
 
+    /// Cortado's version, kept here only: ServerMetadata and `cortado --version` report it, and
+    /// CHANGELOG.md's newest entry names it (Tests/CLI checks both).
     public static let version = "0.1.0"
     public let options: Options
     public let context: ServerContext

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CortadoEncryption
 import CortadoModels
+import CortadoServer
 import Foundation
 
 @main
@@ -14,7 +15,8 @@ struct Cortado: ParsableCommand {
         {"shape":[…],"dataType":"DOUBLE","data":[…]} or nested arrays for multi-arrays, \
         and JSON arrays for sequences.
         """,
-        version: "0.1.0",
+        // `cortado --version`; the same string the server reports in ServerMetadata.
+        version: CortadoServerApp.version,
         subcommands: [Inspect.self, Predict.self, Report.self, Serve.self, Compile.self, Encrypt.self]
     )
 

@@ -2,6 +2,7 @@
 import json
 import math
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -92,3 +93,17 @@ def test_missing_file_and_unsupported_kind(tmp_path):
     assert out.returncode != 0 and "wordTagger" in out.stderr, out.stderr
     out = run("inspect", path)
     assert out.returncode == 0 and "Runs:          no" in out.stdout and "wordTagger" in out.stdout
+
+
+def test_version_is_the_one_version_string():
+    """`cortado --version` prints the version kept in CortadoServerApp.swift (ServerMetadata
+    reports the same), and CHANGELOG.md's newest release is that version."""
+    source = (ROOT / "Sources" / "CortadoServer" / "CortadoServerApp.swift").read_text()
+    (version,) = re.findall(r'public static let version = "([^"]+)"', source)
+    out = run("--version")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == version
+    releases = re.findall(r"^## \[?(\d+\.\d+\.\d+)\]?", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert releases and releases[0] == version
+    # Only one place spells it out.
+    assert not re.search(r'version:\s*"', (ROOT / "Sources" / "cortado" / "Cortado.swift").read_text())
