@@ -92,7 +92,7 @@ final class MLCompiledProgram: MLStatefulCompiledModel, @unchecked Sendable {
         }
         let results: [MILValue]
         do {
-            results = try runner.run(plan.body, frame: frame, inputs: [])
+            results = try (options.layerTimes.map { MILRunner(layerTimes: $0) } ?? runner).run(plan.body, frame: frame, inputs: [])
         } catch let error as MILError {
             throw MLModelError(.generic, model: model, error.description)
         }
@@ -130,6 +130,9 @@ final class MLCompiledProgram: MLStatefulCompiledModel, @unchecked Sendable {
         }
         let ops = plan.opCounts.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }
         lines.append("operations: " + ops.joined(separator: ", "))
+        if !plan.fused.isEmpty {
+            lines.append("fused: " + plan.fused.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: ", "))
+        }
         return lines
     }
 }

@@ -17,6 +17,11 @@ enum MILConvolutionOps {
             throw call.error("weight \(w.shape) does not fit \(cin) input channels in \(groups) groups")
         }
         let g = try MILWindowGeometry.read(call, spatial: Array(x.shape[2...]), kernel: Array(w.shape[2...]), dilated: true)
+        // A ReLU the planner folded into this convolution (`MILFusion`).
+        let relu = try call.string(MILFusion.activationInput, default: "") == "relu"
+        if let direct = try MILDirectConvolution.run(call, x: x, w: w, g: g, groups: groups, relu: relu) {
+            return MILTensor(floats: direct, shape: [n, cout] + g.declaredOutput, dataType: x.dataType)
+        }
         let cinG = cin / groups, coutG = cout / groups
         let rows = cinG * g.kernelCount, cols = g.outputCount, spatialIn = g.inputCount
         var out = [Float](repeating: 0, count: n * cout * cols)
@@ -39,7 +44,8 @@ enum MILConvolutionOps {
                                     b = UnsafePointer(cp.baseAddress!)
                                 }
                                 MILLinearAlgebraOps.gemmPointers(coutG, cols, rows, wp.baseAddress! + group * coutG * rows, transA: false,
-                                                                 b, transB: false, op.baseAddress! + (image * cout + group * coutG) * cols, beta: 0)
+                                                                 b, transB: false, op.baseAddress! + (image * cout + group * coutG) * cols, beta: 0,
+                                                                 threads: call.threads)
                             }
                         }
                     }
@@ -47,6 +53,7 @@ enum MILConvolutionOps {
             }
         }
         try addBias(call, &out, channels: cout, planeSize: cols)
+        if relu { for i in out.indices where out[i] < 0 { out[i] = 0 } }
         return MILTensor(floats: out, shape: [n, cout] + g.declaredOutput, dataType: x.dataType)
     }
 

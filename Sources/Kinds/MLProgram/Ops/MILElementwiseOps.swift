@@ -36,7 +36,7 @@ enum MILElementwiseOps {
             return [.tensor(try map(try call.tensor("x")) { 1 / ($0 + e) })]
         }
         k["log"] = { call in
-            let e = try call.float("epsilon", default: 1e-45)
+            let e = try call.float("epsilon", default: Float.leastNonzeroMagnitude)
             return [.tensor(try map(try call.tensor("x")) { logf($0 + e) })]
         }
         k["rsqrt"] = { call in
@@ -56,20 +56,18 @@ enum MILElementwiseOps {
             return [.tensor(MILTensor(bools: x.bools.map { !$0 }, shape: x.shape))]
         }
 
-        let arithmetic: [String: ((Float, Float) -> Float, ((Int, Int) -> Int)?)] = [
-            "add": ({ $0 + $1 }, { $0 &+ $1 }),
-            "sub": ({ $0 - $1 }, { $0 &- $1 }),
-            "mul": ({ $0 * $1 }, { $0 &* $1 }),
-            "real_div": ({ $0 / $1 }, nil),
-            "floor_div": ({ floorf($0 / $1) }, { b, c in c == 0 ? 0 : Int((Double(b) / Double(c)).rounded(.down)) }),
-            "mod": ({ a, b in a - floorf(a / b) * b }, { a, b in b == 0 ? 0 : ((a % b) + b) % b }),
-            "pow": ({ powf($0, $1) }, { a, b in b < 0 ? 0 : Int(pow(Double(a), Double(b))) }),
-            "maximum": ({ Swift.max($0, $1) }, { Swift.max($0, $1) }),
-            "minimum": ({ Swift.min($0, $1) }, { Swift.min($0, $1) }),
-        ]
-        for (name, ops) in arithmetic {
-            k[name] = { call in [.tensor(try binary(call, ops.0, ops.1))] }
+        // Each written out with its closures at the call, so the loops specialise on them.
+        k["add"] = { call in [.tensor(try binary(call, { $0 + $1 }, { $0 &+ $1 }))] }
+        k["sub"] = { call in [.tensor(try binary(call, { $0 - $1 }, { $0 &- $1 }))] }
+        k["mul"] = { call in [.tensor(try binary(call, { $0 * $1 }, { $0 &* $1 }))] }
+        k["real_div"] = { call in [.tensor(try binary(call, { $0 / $1 }, nil))] }
+        k["floor_div"] = { call in
+            [.tensor(try binary(call, { floorf($0 / $1) }, { b, c in c == 0 ? 0 : Int((Double(b) / Double(c)).rounded(.down)) }))]
         }
+        k["mod"] = { call in [.tensor(try binary(call, { a, b in a - floorf(a / b) * b }, { a, b in b == 0 ? 0 : ((a % b) + b) % b }))] }
+        k["pow"] = { call in [.tensor(try binary(call, { powf($0, $1) }, { a, b in b < 0 ? 0 : Int(pow(Double(a), Double(b))) }))] }
+        k["maximum"] = { call in [.tensor(try binary(call, { Swift.max($0, $1) }, { Swift.max($0, $1) }))] }
+        k["minimum"] = { call in [.tensor(try binary(call, { Swift.min($0, $1) }, { Swift.min($0, $1) }))] }
         let comparisons: [String: (Float, Float) -> Bool] = [
             "equal": { $0 == $1 }, "not_equal": { $0 != $1 }, "greater": { $0 > $1 },
             "greater_equal": { $0 >= $1 }, "less": { $0 < $1 }, "less_equal": { $0 <= $1 },
@@ -92,6 +90,7 @@ enum MILElementwiseOps {
     }()
 
     /// f applied to every element; the result keeps x's element type.
+    @inline(__always)
     static func map(_ x: MILTensor, _ f: (Float) -> Float) throws -> MILTensor {
         var v = x.floats
         for i in v.indices { v[i] = f(v[i]) }
@@ -107,6 +106,7 @@ enum MILElementwiseOps {
         return (x, y, shape, MILShape.broadcastIndices(from: x.shape, to: shape), MILShape.broadcastIndices(from: y.shape, to: shape))
     }
 
+    @inline(__always)
     static func binary(_ call: MILOpCall, _ f: (Float, Float) -> Float, _ g: ((Int, Int) -> Int)?) throws -> MILTensor {
         let x = try call.tensor("x"), y = try call.tensor("y")
         if let g, case .int(let a) = x.storage, case .int(let b) = y.storage {
@@ -127,9 +127,48 @@ enum MILElementwiseOps {
             let s = b[0]
             return MILTensor(floats: a.map { f($0, s) }, shape: MILShape.broadcast(x.shape, y.shape)!, dataType: type)
         }
-        let (_, _, shape, ix, iy) = try broadcastPair(call)
-        var out = [Float](repeating: 0, count: ix.count)
-        for i in out.indices { out[i] = f(a[ix[i]], b[iy[i]]) }
+        guard let shape = MILShape.broadcast(x.shape, y.shape) else {
+            throw call.error("shapes \(x.shape) and \(y.shape) do not broadcast")
+        }
+        // The longest run of trailing axes along which both operands advance together, or one
+        // of them stays put: the inner loop runs over that block, contiguous in the output.
+        let r = shape.count
+        let xs = [Int](repeating: 1, count: r - x.rank) + x.shape, ys = [Int](repeating: 1, count: r - y.rank) + y.shape
+        enum Run { case both, xOnly, yOnly }
+        var run: Run?
+        var axis = r
+        while axis > 0 {
+            let d = axis - 1, o = shape[d]
+            let kind: Run? = xs[d] == o && ys[d] == o ? .both : (xs[d] == o && ys[d] == 1 ? .xOnly : (ys[d] == o && xs[d] == 1 ? .yOnly : nil))
+            guard let kind, o == 1 || run == nil || run! == kind || (kind == .both && o == 1) else { break }
+            if o != 1 && run == nil { run = kind }
+            if o != 1 && run != kind { break }
+            axis -= 1
+        }
+        let block = shape[axis...].reduce(1, *)
+        let outer = Array(shape[..<axis])
+        let ix = MILShape.broadcastIndices(from: Array(xs[..<axis]), to: outer)
+        let iy = MILShape.broadcastIndices(from: Array(ys[..<axis]), to: outer)
+        let xBlock = xs[axis...].reduce(1, *), yBlock = ys[axis...].reduce(1, *)
+        var out = [Float](repeating: 0, count: ix.count * block)
+        a.withUnsafeBufferPointer { ap in
+            b.withUnsafeBufferPointer { bp in
+                out.withUnsafeMutableBufferPointer { op in
+                    for o in 0..<ix.count {
+                        let xo = ix[o] * xBlock, yo = iy[o] * yBlock, base = o * block
+                        if xBlock == block && yBlock == block {
+                            for i in 0..<block { op[base + i] = f(ap[xo + i], bp[yo + i]) }
+                        } else if xBlock == block {
+                            let v = bp[yo]
+                            for i in 0..<block { op[base + i] = f(ap[xo + i], v) }
+                        } else {
+                            let v = ap[xo]
+                            for i in 0..<block { op[base + i] = f(v, bp[yo + i]) }
+                        }
+                    }
+                }
+            }
+        }
         return MILTensor(floats: out, shape: shape, dataType: type)
     }
 

@@ -1,3 +1,4 @@
+import CCortadoGemm
 import COpenBLAS
 import Dispatch
 import Foundation
@@ -20,6 +21,9 @@ enum MILLinearAlgebraOps {
             }
             let xv = x.floats, wv = w.floats
             gemm(rows, dout, din, xv, transA: false, wv, transB: true, &out, beta: 1, threads: call.threads)
+            if try call.string(MILFusion.activationInput, default: "") == "relu" {
+                for i in out.indices where out[i] < 0 { out[i] = 0 }
+            }
             return [.tensor(MILTensor(floats: out, shape: Array(x.shape.dropLast()) + [dout], dataType: x.dataType))]
         },
         "matmul": { call in
@@ -92,8 +96,7 @@ enum MILLinearAlgebraOps {
         let lda = Int32(transA ? m : k), ldb = Int32(transB ? k : n)
         let workers = Swift.min(threads, m * n * k / splitWork, Swift.max(m, n))
         if workers <= 1 {
-            cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-                        Int32(m), Int32(n), Int32(k), 1, a, lda, b, ldb, beta, c, Int32(n))
+            product(m, n, k, a, transA: transA, b, transB: transB, c, ldc: n, beta: beta)
             return
         }
         let pointers = GemmPointers(a: a, b: b, c: c)
@@ -104,8 +107,8 @@ enum MILLinearAlgebraOps {
                 let m0 = w * per, rows = Swift.min(per, m - m0)
                 guard rows > 0 else { return }
                 let aPart = transA ? pointers.a + m0 : pointers.a + m0 * k
-                cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-                            Int32(rows), Int32(n), Int32(k), 1, aPart, lda, pointers.b, ldb, beta, pointers.c + m0 * n, Int32(n))
+                product(rows, n, k, aPart, transA: transA, pointers.b, transB: transB, pointers.c + m0 * n, ldc: n, beta: beta,
+                        lda: Int(lda))
             }
         } else {
             // Columns of C (and of B) per worker.
@@ -114,10 +117,38 @@ enum MILLinearAlgebraOps {
                 let n0 = w * per, cols = Swift.min(per, n - n0)
                 guard cols > 0 else { return }
                 let bPart = transB ? pointers.b + n0 * k : pointers.b + n0
-                cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-                            Int32(m), Int32(cols), Int32(k), 1, pointers.a, lda, bPart, ldb, beta, pointers.c + n0, Int32(n))
+                product(m, cols, k, pointers.a, transA: transA, bPart, transB: transB, pointers.c + n0, ldc: n, beta: beta,
+                        ldb: Int(ldb))
             }
         }
+    }
+}
+
+extension MILLinearAlgebraOps {
+    /// Cortado's own AVX-512 GEMM (the neural-network kind's) where the CPU has it: Debian's
+    /// OpenBLAS falls back to its generic SSE3 kernel on CPUs it does not recognise, which
+    /// some AVX-512 hosts are; OpenBLAS elsewhere.
+    static let ownGEMM = cg_available() != 0
+    static let workspaceFloats = cg_workspace_count()
+
+    /// C[m×n] (row stride ldc) = A·B + beta·C on the calling thread. `lda`/`ldb` default to
+    /// the packed row-major strides of A (m×k, or k×m when transposed) and B.
+    static func product(_ m: Int, _ n: Int, _ k: Int, _ a: UnsafePointer<Float>, transA: Bool, _ b: UnsafePointer<Float>, transB: Bool,
+                        _ c: UnsafeMutablePointer<Float>, ldc: Int, beta: Float, lda: Int? = nil, ldb: Int? = nil) {
+        let lda = lda ?? (transA ? m : k), ldb = ldb ?? (transB ? k : n)
+        guard ownGEMM else {
+            cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+                        Int32(m), Int32(n), Int32(k), 1, a, Int32(lda), b, Int32(ldb), beta, c, Int32(ldc))
+            return
+        }
+        if beta != 0 && beta != 1 {
+            for r in 0..<m { for j in 0..<n { c[r * ldc + j] *= beta } }
+        }
+        let workspace = UnsafeMutablePointer<Float>.allocate(capacity: workspaceFloats)
+        defer { workspace.deallocate() }
+        let aOp = cg_operand(data: a, ld: lda, form: transA ? CG_TRANSPOSED : CG_ROW_MAJOR, width: 0, panel: 0)
+        let bOp = cg_operand(data: b, ld: ldb, form: transB ? CG_TRANSPOSED : CG_ROW_MAJOR, width: 0, panel: 0)
+        cg_gemm(m, n, k, aOp, bOp, c, ldc, beta == 0 ? 0 : 1, workspace, nil)
     }
 }
 

@@ -1,5 +1,7 @@
 import CortadoCore
 import CortadoSpec
+import Dispatch
+import Foundation
 
 /// One planned operation.
 final class MILStep {
@@ -11,11 +13,28 @@ final class MILStep {
     let outputNames: [String]
     let outputTypes: [MILType]
     let blocks: [MILBlock]
+    /// What a kernel derives once from this op's constant inputs (packed weights), kept
+    /// across predictions.
+    let cache = MILStepCache()
 
     init(type: String, name: String, kernel: @escaping MILKernel, inputs: [String: [MILArgument]], outputSlots: [Int],
          outputNames: [String], outputTypes: [MILType], blocks: [MILBlock]) {
         self.type = type; self.name = name; self.kernel = kernel; self.inputs = inputs
         self.outputSlots = outputSlots; self.outputNames = outputNames; self.outputTypes = outputTypes; self.blocks = blocks
+    }
+}
+
+/// One value a kernel computes from an op's constant inputs on its first run and reuses.
+final class MILStepCache: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: AnyObject?
+
+    func value<T: AnyObject>(_ make: () throws -> T) rethrows -> T {
+        lock.lock(); defer { lock.unlock() }
+        if let stored = stored as? T { return stored }
+        let made = try make()
+        stored = made
+        return made
     }
 }
 
@@ -67,11 +86,22 @@ extension MILStep {
 
 /// Runs planned blocks.
 final class MILRunner {
+    /// Per-op times of one prediction (`cortado report --layers`), nil when not asked for.
+    var layerTimes: MLLayerTimes?
+
+    init(layerTimes: MLLayerTimes? = nil) { self.layerTimes = layerTimes }
+
     /// Runs a block in `frame`; nested blocks share the frame (names are unique in a function).
     func run(_ block: MILBlock, frame: MILFrame, inputs: [MILValue]) throws -> [MILValue] {
         for (slot, v) in zip(block.inputSlots, inputs) { frame.slots[slot] = v }
         for (i, step) in block.steps.enumerated() {
-            try execute(step, frame: frame)
+            if let layerTimes {
+                let start = DispatchTime.now().uptimeNanoseconds
+                try execute(step, frame: frame)
+                layerTimes.add(name: step.name, type: step.type, nanoseconds: DispatchTime.now().uptimeNanoseconds - start)
+            } else {
+                try execute(step, frame: frame)
+            }
             for slot in block.releases[i] { frame.slots[slot] = nil }
         }
         let call = MILOpCall(step: block.steps.last ?? MILRunner.emptyStep, frame: frame, runner: self)

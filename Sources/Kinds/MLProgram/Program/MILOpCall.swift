@@ -52,6 +52,13 @@ public struct MILOpCall {
 
     public func has(_ input: String) -> Bool { step.inputs[input] != nil }
 
+    /// True when the input is known at load (a constant), so what a kernel derives from it
+    /// can be kept in `step.cache`.
+    public func isConstant(_ input: String) -> Bool {
+        guard let bound = step.inputs[input], bound.count == 1, case .constant = bound[0] else { return false }
+        return true
+    }
+
     /// The input's one value, or nil when absent.
     public func value(_ input: String) throws -> MILValue? {
         guard let bound = step.inputs[input], let first = bound.first else { return nil }

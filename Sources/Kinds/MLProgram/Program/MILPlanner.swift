@@ -19,9 +19,12 @@ final class MILFunctionPlan {
     let runCount: Int
     /// Element types of the tensors the program computes with (fp16, fp32, …).
     let computeTypes: Set<MILDataType>
+    /// Pairs of ops run as one ("conv+relu" → count).
+    let fused: [String: Int]
 
     init(name: String, inputs: [(name: String, type: MILType, slot: Int)], body: MILBlock, outputNames: [String], slotCount: Int,
-         opCounts: [String: Int], foldedCount: Int, runCount: Int, computeTypes: Set<MILDataType>) {
+         opCounts: [String: Int], foldedCount: Int, runCount: Int, computeTypes: Set<MILDataType>, fused: [String: Int]) {
+        self.fused = fused
         self.name = name; self.inputs = inputs; self.body = body; self.outputNames = outputNames; self.slotCount = slotCount
         self.opCounts = opCounts; self.foldedCount = foldedCount; self.runCount = runCount; self.computeTypes = computeTypes
     }
@@ -35,6 +38,7 @@ struct MILPlanner {
     private var folded = 0
     private var runCount = 0
     private var computeTypes = Set<MILDataType>()
+    private var fused: [String: Int] = [:]
 
     /// Operations never computed at load although their inputs may all be constants.
     static let neverFolded: Set<String> = [
@@ -72,7 +76,7 @@ struct MILPlanner {
         }
         let body = try plan(block, scope: scope, inputSlots: [])
         return MILFunctionPlan(name: name, inputs: inputs, body: body, outputNames: block.outputs, slotCount: nextSlot,
-                               opCounts: opCounts, foldedCount: folded, runCount: runCount, computeTypes: computeTypes)
+                               opCounts: opCounts, foldedCount: folded, runCount: runCount, computeTypes: computeTypes, fused: fused)
     }
 
     private mutating func newSlot() -> Int {
@@ -149,7 +153,9 @@ struct MILPlanner {
             guard let a = scope[n] else { throw MILError.invalid("block", "its output '\(n)' is not defined in it") }
             return a
         }
-        return MILBlock(inputSlots: inputSlots, steps: steps, outputs: outputs)
+        let fusedSteps = MILFusion.fuse(steps, outputs: outputs, fused: &fused)
+        runCount -= steps.count - fusedSteps.count
+        return MILBlock(inputSlots: inputSlots, steps: fusedSteps, outputs: outputs)
     }
 
     /// An op's name: its `name` attribute, else its first output's name.
