@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 
 # Debian packages: libuv and nghttp2 carry the server; protoc regenerates Sources/CortadoSpec (scripts/generate_swift.sh) and
 # checks the protos against the format's descriptors in the tests; OpenBLAS runs the neural-network GEMMs; libpng and
-# libjpeg-turbo decode image inputs; jemalloc is the cortado executable's allocator.
-debs=(protobuf-compiler libuv1-dev libnghttp2-dev pkg-config libopenblas-dev libpng-dev libjpeg62-turbo-dev libjemalloc-dev)
+# libjpeg-turbo decode image inputs; jemalloc is the cortado executable's allocator; http-parser reads HTTP/1.1 requests
+# on the REST port (the Open Inference Protocol over HTTP).
+debs=(protobuf-compiler libuv1-dev libnghttp2-dev pkg-config libopenblas-dev libpng-dev libjpeg62-turbo-dev libjemalloc-dev libhttp-parser-dev)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
