@@ -63,7 +63,7 @@ public final class RESTService: @unchecked Sendable {
         case ("GET", ["health", "ready"]):
             return request.respond(context.isReady ? HTTPServerResponse(status: 200) : Self.error(503, "the server is draining"))
         case ("GET", ["models", "stats"]):
-            return request.respond(try Self.protobufJSON(InferenceService.statistics(context, name: "", version: "")))
+            return request.respond(Self.json(Self.statistics(try InferenceService.statistics(context, name: "", version: ""))))
         case ("POST", ["repository", "index"]):
             return try repositoryIndex(request)
         case ("POST", let p) where p.count == 4 && p[0] == "repository" && p[1] == "models" && (p[3] == "load" || p[3] == "unload"):
@@ -94,7 +94,7 @@ public final class RESTService: @unchecked Sendable {
         case "config":
             request.respond(try Self.protobufJSON(InferenceService.config(try context.repository.model(name, version: version))))
         case "stats":
-            request.respond(try Self.protobufJSON(InferenceService.statistics(context, name: name, version: version)))
+            request.respond(Self.json(Self.statistics(try InferenceService.statistics(context, name: name, version: version))))
         case "infer":
             infer(request, name: name, version: version)
         default:
@@ -221,6 +221,58 @@ public final class RESTService: @unchecked Sendable {
             w.byte(UInt8(ascii: "]"))
         }
         w.byte(UInt8(ascii: "}"))
+        return w.bytes
+    }
+
+    /// Statistics as Triton writes them: every count and duration present, zeros too (the
+    /// protobuf JSON mapping would leave zeros out, and readers index them directly).
+    static func statistics(_ r: Inference_ModelStatisticsResponse) -> [UInt8] {
+        var w = JSONWriter()
+        func duration(_ key: String, _ d: Inference_StatisticDuration) {
+            w.key(key)
+            w.raw("{\"count\":")
+            w.int(d.count)
+            w.raw(",\"ns\":")
+            w.int(d.ns)
+            w.byte(UInt8(ascii: "}"))
+        }
+        w.raw("{\"model_stats\":[")
+        for (i, m) in r.modelStats.enumerated() {
+            if i > 0 { w.comma() }
+            w.raw("{\"name\":")
+            w.string(m.name)
+            w.raw(",\"version\":")
+            w.string(m.version)
+            w.raw(",\"last_inference\":")
+            w.int(m.lastInference)
+            w.raw(",\"inference_count\":")
+            w.int(m.inferenceCount)
+            w.raw(",\"execution_count\":")
+            w.int(m.executionCount)
+            w.raw(",\"inference_stats\":{")
+            let s = m.inferenceStats
+            for (k, (key, d)) in [("success", s.success), ("fail", s.fail), ("queue", s.queue), ("compute_input", s.computeInput),
+                                  ("compute_infer", s.computeInfer), ("compute_output", s.computeOutput), ("cache_hit", s.cacheHit),
+                                  ("cache_miss", s.cacheMiss)].enumerated() {
+                if k > 0 { w.comma() }
+                duration(key, d)
+            }
+            w.raw("},\"batch_stats\":[")
+            for (k, b) in m.batchStats.enumerated() {
+                if k > 0 { w.comma() }
+                w.raw("{\"batch_size\":")
+                w.int(b.batchSize)
+                w.comma()
+                duration("compute_input", b.computeInput)
+                w.comma()
+                duration("compute_infer", b.computeInfer)
+                w.comma()
+                duration("compute_output", b.computeOutput)
+                w.byte(UInt8(ascii: "}"))
+            }
+            w.raw("]}")
+        }
+        w.raw("]}")
         return w.bytes
     }
 
