@@ -390,3 +390,14 @@ def test_malformed_and_oversized_heads(server):
         [(status, headers, _)] = read_responses(sock, 1)
         assert status == 200 and headers.get("connection") == "close"
         assert sock.recv(10) == b""  # the server closed after answering
+
+
+def test_half_closed_client_still_gets_its_answers(server):
+    """A client may send its requests, shut its sending side, and then read."""
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=20) as sock:
+        sock.sendall(request("GET", "/v2/models/xgb") + request("POST", "/v2/models/xgb/infer", XGB_BODY.encode()))
+        sock.shutdown(socket.SHUT_WR)
+        (meta, _, _), (infer, headers, body) = read_responses(sock, 2)
+        assert meta == 200 and infer == 200 and headers.get("connection") == "close"
+        assert json.loads(body)["outputs"][0]["name"] == "y"
+        assert sock.recv(10) == b""

@@ -53,6 +53,8 @@ final class HTTP1Connection {
     private var paused = false
     private var leftover: [UInt8] = []
     private(set) var closing = false
+    /// The client sent EOF: nothing to wait for once the last answer is written.
+    private var peerClosed = false
 
     init(core: GRPCServerCore, tcp: UnsafeMutablePointer<uv_tcp_t>, service: HTTPService) {
         self.core = core
@@ -138,12 +140,26 @@ final class HTTP1Connection {
         }, { stream, count, _ in
             guard let stream, let data = stream.pointee.data else { return }
             let connection = Unmanaged<HTTP1Connection>.fromOpaque(data).takeUnretainedValue()
-            if count < 0 {
-                connection.close()  // EOF or a socket error: the client is gone (or done).
+            if count == Int(UV_EOF.rawValue) {
+                connection.peerFinished()
+            } else if count < 0 {
+                connection.close()  // a socket error: the client is gone.
             } else if count > 0 {
                 connection.received(UnsafeRawBufferPointer(start: connection.readBuffer, count: count))
             }
         })
+    }
+
+    /// The client will send nothing more. A client may half-close after its last request and
+    /// still read: the requests it sent are answered, then the connection closes.
+    func peerFinished() {
+        peerClosed = true
+        guard !pending.isEmpty, lingeringSince == nil else { return close() }
+        finished = true
+        paused = false
+        leftover = []
+        uv_read_stop(stream)
+        pending.last!.closeAfter = true
     }
 
     /// No more requests: what was read is answered, the rest dropped.
@@ -360,7 +376,14 @@ final class HTTP1Connection {
         guard lingeringSince == nil, !closing else { return }
         lingeringSince = DispatchTime.now().uptimeNanoseconds
         let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
-        if uv_shutdown(request, stream, { request, _ in request?.deallocate() }) != 0 {
+        request.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        if uv_shutdown(request, stream, { request, _ in
+            guard let request else { return }
+            // The handle holds the connection until its close callback, which runs after this one.
+            let connection = request.pointee.data.map { Unmanaged<HTTP1Connection>.fromOpaque($0).takeUnretainedValue() }
+            request.deallocate()
+            if let connection, connection.peerClosed { connection.close() }
+        }) != 0 {
             request.deallocate()
             close()
         }
