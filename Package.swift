@@ -86,6 +86,8 @@ let package = Package(
         // generated service messages, and the services on top (know no model kind).
         .systemLibrary(name: "CLibUV", path: "Sources/CSystem/CLibUV", pkgConfig: "libuv"),
         .systemLibrary(name: "CNGHTTP2", path: "Sources/CSystem/CNGHTTP2", pkgConfig: "libnghttp2"),
+        // Node's http-parser for the HTTP/1.1 (REST) port; Debian ships no .pc file for it.
+        .systemLibrary(name: "CHTTPParser", path: "Sources/CSystem/CHTTPParser"),
         // jemalloc for the cortado executable only (Sources/cortado/Allocator.swift).
         .systemLibrary(name: "CJemalloc", path: "Sources/CSystem/CJemalloc", pkgConfig: "jemalloc"),
         // The plugin ABI (a header-only module over Plugins/include/cortado_plugin.h), the host
@@ -102,7 +104,7 @@ let package = Package(
         .target(name: "CortadoTestFailingPlugin", path: "Plugins/TestFailing", publicHeadersPath: ".", cSettings: pluginC),
         .target(
             name: "CortadoGRPC",
-            dependencies: ["CLibUV", "CNGHTTP2"],
+            dependencies: ["CLibUV", "CNGHTTP2", "CHTTPParser"],
             path: "Sources/CortadoGRPC",
             swiftSettings: fastMath
         ),

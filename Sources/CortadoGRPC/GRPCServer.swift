@@ -31,6 +31,16 @@ public struct GRPCServerConfiguration: Sendable {
     public var headerTimeout: Double = 10
     /// A plain HTTP/1.1 port on the same loop (metrics); nil: none.
     public var httpPort: Int?
+    /// The HTTP/1.1 service port (the Open Inference Protocol's REST form) on the same loop;
+    /// nil: none. Its bodies are limited by `maxReceiveMessageSize`, its connections by
+    /// `maxConnections` and `maxConnectionsPerPeer` (counted apart from the gRPC ones), its
+    /// unanswered bodies by the buffer budgets.
+    public var restPort: Int?
+    /// Bytes of one HTTP/1.1 request head (request line and header fields); more get 431.
+    public var maxRequestHeaderSize = 64 << 10
+    /// Requests one HTTP/1.1 connection may have read and not yet answered; past it the
+    /// connection is not read until answers go out.
+    public var maxPipelinedRequests = 64
     /// How long a graceful shutdown waits for calls in flight, in seconds.
     public var drainTimeout: Double = 30
 
@@ -51,7 +61,7 @@ public struct GRPCServerConfiguration: Sendable {
 
 /// What the transport reports (for logs).
 public enum GRPCServerEvent: Sendable {
-    case listening(host: String, grpcPort: Int, httpPort: Int?)
+    case listening(host: String, grpcPort: Int, httpPort: Int?, restPort: Int?)
     case connectionOpened(peer: String)
     case connectionClosed(peer: String)
     case protocolError(peer: String, message: String)
@@ -84,14 +94,15 @@ public final class GRPCServer: @unchecked Sendable {
     private var thread: Thread?
     private let finished = DispatchSemaphore(value: 0)
 
-    public init(configuration: GRPCServerConfiguration, router: GRPCRouter, httpHandler: HTTPGetHandler? = nil,
+    /// `rest`: what serves `configuration.restPort`.
+    public init(configuration: GRPCServerConfiguration, router: GRPCRouter, httpHandler: HTTPGetHandler? = nil, rest: HTTPService? = nil,
                 events: @escaping @Sendable (GRPCServerEvent) -> Void = { _ in }) {
-        core = GRPCServerCore(configuration: configuration, router: router, httpHandler: httpHandler, events: events)
+        core = GRPCServerCore(configuration: configuration, router: router, httpHandler: httpHandler, rest: rest, events: events)
     }
 
     /// Binds the ports and starts the loop thread. Returns the bound ports.
     @discardableResult
-    public func start() throws -> (grpcPort: Int, httpPort: Int?) {
+    public func start() throws -> (grpcPort: Int, httpPort: Int?, restPort: Int?) {
         let ports = try core.bind()
         let thread = Thread { [core, finished] in
             // Named from inside: on Linux the name set before start() does not reach the
@@ -104,7 +115,7 @@ public final class GRPCServer: @unchecked Sendable {
         thread.stackSize = 8 << 20
         self.thread = thread
         thread.start()
-        core.event(.listening(host: core.configuration.host, grpcPort: ports.grpcPort, httpPort: ports.httpPort))
+        core.event(.listening(host: core.configuration.host, grpcPort: ports.grpcPort, httpPort: ports.httpPort, restPort: ports.restPort))
         return ports
     }
 
@@ -122,4 +133,6 @@ public final class GRPCServer: @unchecked Sendable {
     public var callsInFlight: Int { core.inFlightCount }
     /// Open HTTP/2 connections.
     public var connectionCount: Int { core.connectionCountValue }
+    /// Open HTTP/1.1 connections on the REST port.
+    public var restConnectionCount: Int { core.restConnectionCountValue }
 }

@@ -4,7 +4,8 @@ import Foundation
 import Logging
 
 /// Everything `cortado serve` runs: the repository, the worker pool, the three services on
-/// one gRPC port, metrics on an HTTP port, and the graceful drain. Knows no model kind:
+/// one gRPC port, the Open Inference Protocol's REST form on an HTTP/1.1 port, metrics on
+/// another, and the graceful drain. Knows no model kind:
 /// kinds are found through `MLModelKindRegistry`, filled by whoever links them.
 public final class CortadoServerApp: @unchecked Sendable {
     public struct Options: Sendable {
@@ -62,7 +63,7 @@ public final class CortadoServerApp: @unchecked Sendable {
     /// Loads the repository and starts listening. Models that fail to load are logged and
     /// listed as unavailable; the others serve.
     @discardableResult
-    public func start() throws -> (grpcPort: Int, httpPort: Int?) {
+    public func start() throws -> (grpcPort: Int, httpPort: Int?, restPort: Int?) {
         if let root = options.repository {
             let found = context.repository.discover()
             logger.info("loading \(found.count) model(s) from \(root.path)")
@@ -79,12 +80,13 @@ public final class CortadoServerApp: @unchecked Sendable {
         let logger = self.logger
         let server = GRPCServer(configuration: options.transport, router: router, httpHandler: { [weak self] path in
             self?.http(path) ?? (503, "text/plain", Array("stopping\n".utf8))
-        }, events: { event in
+        }, rest: RESTService(context: context).http, events: { event in
             switch event {
-            case .listening(let host, let grpc, let http):
-                logger.info("listening", metadata: ["host": "\(host)", "grpc_port": "\(grpc)", "metrics_port": "\(http.map(String.init) ?? "none")"])
+            case .listening(let host, let grpc, let http, let rest):
+                logger.info("listening", metadata: ["host": "\(host)", "grpc_port": "\(grpc)", "http_port": "\(rest.map(String.init) ?? "none")",
+                                                    "metrics_port": "\(http.map(String.init) ?? "none")"])
             case .protocolError(let peer, let message):
-                logger.warning("HTTP/2 protocol error", metadata: ["peer": "\(peer)", "error": "\(message)"])
+                logger.warning("protocol error", metadata: ["peer": "\(peer)", "error": "\(message)"])
             case .connectionRefused(let peer, let reason):
                 logger.warning("connection closed", metadata: ["peer": "\(peer)", "reason": "\(reason)"])
             case .draining(let calls, let connections):
@@ -124,6 +126,7 @@ public final class CortadoServerApp: @unchecked Sendable {
                 ("cortado_running", "Predictions running, by model.", loaded.map { ("model=\"\(ServerMetrics.label($0.name))\"", Double($0.depth.running)) }),
                 ("cortado_calls_in_flight", "gRPC calls handed to handlers and not yet answered.", [("", Double(server?.callsInFlight ?? 0))]),
                 ("cortado_connections", "Open HTTP/2 connections.", [("", Double(server?.connectionCount ?? 0))]),
+                ("cortado_http_connections", "Open HTTP/1.1 connections on the REST port.", [("", Double(server?.restConnectionCount ?? 0))]),
             ])
             return (200, "text/plain; version=0.0.4", Array(text.utf8))
         case "/healthz", "/v2/health/live":

@@ -7,12 +7,30 @@ import Logging
 
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Serve every model in a repository over gRPC.",
+        abstract: "Serve every model in a repository over gRPC and HTTP/REST.",
         discussion: """
         Serves cortado.v1.Predictor (typed Core ML features), inference.GRPCInferenceService \
         (the Open Inference Protocol / Triton gRPC API, for tritonclient and perf_analyzer) and \
-        grpc.health.v1.Health on one port, and Prometheus metrics (/metrics), /healthz and \
-        /readyz over plain HTTP on the metrics port.
+        grpc.health.v1.Health on one port (--port, 8001), the Open Inference Protocol over \
+        HTTP/1.1 (KServe v2 REST, as Triton serves it; tritonclient.http) on --http-port (8000), \
+        and Prometheus metrics (/metrics), /healthz and /readyz over plain HTTP on the metrics \
+        port (8002). All bind to --host.
+
+        REST endpoints (JSON; errors are {"error": "..."} with 400 bad request, 404 unknown \
+        model or path, 403 model control turned off, 413 body over --max-message-size, 431 \
+        request head over 64 KiB, 429 queue full or connection budget spent, 503 unavailable \
+        or draining, 500 internal): GET /v2 (server metadata), /v2/health/live, \
+        /v2/health/ready; GET /v2/models/NAME[/versions/V] (metadata), .../ready, .../config, \
+        .../stats (and /v2/models/stats for every model); POST .../infer with \
+        {"id", "parameters": {"binary_data_output": bool}, "inputs": [{"name", "shape", \
+        "datatype", "data"}], "outputs": [{"name", "parameters": {"binary_data": bool, \
+        "classification": K}}]}; Triton's binary tensor data extension: with an \
+        Inference-Header-Content-Length header the body is that many bytes of JSON followed by \
+        the inputs' bytes (each input's parameters.binary_data_size), and binary outputs follow \
+        the answer's JSON, whose length is the answer's Inference-Header-Content-Length; POST \
+        /v2/repository/index, /v2/repository/models/NAME/load and .../unload (403 unless \
+        --model-control explicit or poll). Keep-alive and pipelining: answers come in request \
+        order; a connection reads on while fewer than 64 of its requests await answers.
 
         Repository layout: DIR/<name>/<version>/model.mlmodel (the highest version serves) or \
         DIR/<name>.mlmodel. A version folder may instead hold model.cortado (from `cortado \
@@ -22,7 +40,7 @@ struct Serve: ParsableCommand {
         with the search path "shared"); a file linked by several models is loaded once and \
         shared. SIGTERM or SIGINT drains: calls in flight finish, then exit 0.
 
-        Config file (JSON; flags win): {"host", "port", "metricsPort", "workers", "maxQueue", \
+        Config file (JSON; flags win): {"host", "port", "httpPort", "metricsPort", "workers", "maxQueue", \
         "maxConcurrency", "maxMessageSize", "drainTimeout", \
         "maxBatchSize", "maxQueueDelayUs", "modelControl", "pollInterval", "allowSharedMemory", \
         "sharedMemoryPrefix", "maxStreamBuffer", "maxConnectionBuffer", "maxProcessBuffer", \
@@ -72,6 +90,9 @@ struct Serve: ParsableCommand {
 
     @Option(name: .long, help: "gRPC port (default 8001; 0 picks a free port, printed in the log).")
     var port: Int?
+
+    @Option(name: .long, help: "HTTP/1.1 port for the Open Inference Protocol's REST form (KServe v2 / Triton HTTP; default 8000; 0 turns it off).")
+    var httpPort: Int?
 
     @Option(name: .long, help: "Plain-HTTP port for /metrics, /healthz, /readyz (default 8002; --metrics-port=-1 turns it off).")
     var metricsPort: Int?
@@ -139,6 +160,7 @@ struct Serve: ParsableCommand {
         struct Model: Decodable { var maxConcurrency: Int?; var maxQueue: Int?; var maxBatchSize: Int?; var maxQueueDelayUs: Int? }
         var host: String?
         var port: Int?
+        var httpPort: Int?
         var metricsPort: Int?
         var workers: Int?
         var modelThreads: Int?
@@ -188,6 +210,9 @@ struct Serve: ParsableCommand {
         options.repository = URL(fileURLWithPath: models)
         options.transport.host = host ?? file.host ?? "127.0.0.1"
         options.transport.port = port ?? file.port ?? 8001
+        let rest = httpPort ?? file.httpPort ?? 8000
+        guard rest >= 0 else { throw ValidationError("--http-port must be ≥ 0 (0 turns the REST port off)") }
+        options.transport.restPort = rest == 0 ? nil : rest
         let metrics = metricsPort ?? file.metricsPort ?? 8002
         options.transport.httpPort = metrics < 0 ? nil : metrics
         options.transport.maxReceiveMessageSize = maxMessageSize ?? file.maxMessageSize ?? (64 << 20)

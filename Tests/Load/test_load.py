@@ -46,7 +46,7 @@ class Server:
         self.log_path = Path(tmp) / f"serve-{time.monotonic_ns()}.log"
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [CORTADO, "serve", "--models", str(models), "--host", "127.0.0.1", "--port", "0", "--metrics-port=-1", *args],
+            [CORTADO, "serve", "--models", str(models), "--host", "127.0.0.1", "--port", "0", "--http-port", "0", "--metrics-port=-1", *args],
             stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.port = None
         deadline = time.monotonic() + STARTUP_SECONDS

@@ -1,6 +1,6 @@
 """Fixtures for the server's end-to-end tests: a model repository written by coremltools from
 scikit-learn and XGBoost (with the libraries' own predictions to compare with), and
-`cortado serve` processes on free 127.0.0.1 ports.
+`cortado serve` processes on free 127.0.0.1 ports (gRPC, REST and metrics).
 
 Models in the repository (each at DIR/<name>/1/model.mlmodel):
 
@@ -224,7 +224,7 @@ class Server:
         self.args = [str(a) for a in args]
         self.log_path = Path(log_dir) / f"cortado-serve-{len(_live_servers)}-{os.getpid()}-{time.monotonic_ns()}.log"
         self.proc = None
-        self.port = self.metrics_port = None
+        self.port = self.metrics_port = self.http_port = None
 
     @property
     def address(self):
@@ -234,6 +234,15 @@ class Server:
     def metrics_url(self):
         return f"http://127.0.0.1:{self.metrics_port}"
 
+    @property
+    def http_address(self):
+        """host:port of the REST port (the Open Inference Protocol over HTTP/1.1)."""
+        return f"127.0.0.1:{self.http_port}"
+
+    @property
+    def http_url(self):
+        return f"http://127.0.0.1:{self.http_port}"
+
     def start(self):
         if not os.path.exists(CORTADO.split()[0]):
             if _BIN_ENV:
@@ -242,10 +251,12 @@ class Server:
         for attempt in range(3):  # a port picked by bind(0) may be taken in between: retry
             self.port = free_port()
             self.metrics_port = next(p for p in (free_port() for _ in range(10)) if p != self.port)
+            self.http_port = next(p for p in (free_port() for _ in range(10)) if p not in (self.port, self.metrics_port))
             self.log = open(self.log_path, "ab")
             self.proc = subprocess.Popen(
                 CORTADO.split() + ["serve", "--models", str(self.models), "--host", "127.0.0.1",
-                                   "--port", str(self.port), "--metrics-port", str(self.metrics_port), *self.args],
+                                   "--port", str(self.port), "--metrics-port", str(self.metrics_port),
+                                   "--http-port", str(self.http_port), *self.args],
                 stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
             _live_servers.append(self)
             if self._wait_serving():

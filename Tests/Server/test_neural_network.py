@@ -73,7 +73,7 @@ def test_negative_model_threads_is_refused(mlp_server):
     from pathlib import Path
     cortado = os.environ.get("CORTADO_BIN") or str(Path(__file__).resolve().parents[2] / ".build" / "debug" / "cortado")
     root, _ = mlp_server
-    done = subprocess.run(cortado.split() + ["serve", "--models", str(root), "--port", "0", "--metrics-port=-1",
+    done = subprocess.run(cortado.split() + ["serve", "--models", str(root), "--port", "0", "--http-port", "0", "--metrics-port=-1",
                                              "--model-threads=-1"], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "--model-threads must be ≥ 0" in done.stderr, done.stderr
 

@@ -1,17 +1,20 @@
+import CHTTPParser
 import CLibUV
 import Foundation
 
 /// The loop's state: listeners, connections, the queue of answered calls and the drain.
 /// Everything but `complete`, `requestShutdown` and the counters runs on the loop thread.
-final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
+final class GRPCServerCore: GRPCCallCompletion, HTTPRequestCompletion, @unchecked Sendable {
     let configuration: GRPCServerConfiguration
     let router: GRPCRouter
     let httpHandler: HTTPGetHandler?
+    let rest: HTTPService?
     private let events: @Sendable (GRPCServerEvent) -> Void
 
     let loop: UnsafeMutablePointer<uv_loop_t>
     private let listener: UnsafeMutablePointer<uv_tcp_t>
     private var httpListener: UnsafeMutablePointer<uv_tcp_t>?
+    private var restListener: UnsafeMutablePointer<uv_tcp_t>?
     private let wake: UnsafeMutablePointer<uv_async_t>
     private let drainTimer: UnsafeMutablePointer<uv_timer_t>
     /// Looks for clients late with a header block (`headerTimeout`).
@@ -20,6 +23,9 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
     private var connections: [ObjectIdentifier: HTTP2Connection] = [:]
     /// Open connections by peer address (`maxConnectionsPerPeer`).
     private var connectionsByPeer: [String: Int] = [:]
+    /// The REST port's connections, and those by peer address (limited apart from gRPC's).
+    private var restConnections: [ObjectIdentifier: HTTP1Connection] = [:]
+    private var restConnectionsByPeer: [String: Int] = [:]
     /// Request bytes every connection's streams hold, against `maxProcessBuffer`.
     let buffers: GRPCBufferBudget
     var plainConnections = 0
@@ -29,6 +35,10 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
     private var answered: [(GRPCServerCall, GRPCCallResult)] = []
     /// The loop's side of `answered` while it delivers, and the connections it wrote to.
     private var delivering: [(GRPCServerCall, GRPCCallResult)] = []
+    /// The same for HTTP/1.1 answers.
+    private var answeredHTTP: [(HTTPServerRequest, HTTPServerResponse)] = []
+    private var deliveringHTTP: [(HTTPServerRequest, HTTPServerResponse)] = []
+    private var restConnectionTotal = 0
     private var touched: [HTTP2Connection] = []
     private var shutdownRequested = false
     private var inFlight = 0
@@ -39,10 +49,12 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
     private(set) var isDraining = false
     private var stopped = false
 
-    init(configuration: GRPCServerConfiguration, router: GRPCRouter, httpHandler: HTTPGetHandler?, events: @escaping @Sendable (GRPCServerEvent) -> Void) {
+    init(configuration: GRPCServerConfiguration, router: GRPCRouter, httpHandler: HTTPGetHandler?, rest: HTTPService?,
+         events: @escaping @Sendable (GRPCServerEvent) -> Void) {
         self.configuration = configuration
         self.router = router
         self.httpHandler = httpHandler
+        self.rest = rest
         self.events = events
         loop = .allocate(capacity: 1)
         listener = .allocate(capacity: 1)
@@ -56,10 +68,11 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
 
     var inFlightCount: Int { lock.withLock { inFlight } }
     var connectionCountValue: Int { lock.withLock { connectionTotal } }
+    var restConnectionCountValue: Int { lock.withLock { restConnectionTotal } }
 
     // MARK: start
 
-    func bind() throws -> (grpcPort: Int, httpPort: Int?) {
+    func bind() throws -> (grpcPort: Int, httpPort: Int?, restPort: Int?) {
         guard uv_loop_init(loop) == 0 else { throw GRPCServerError.loop("uv_loop_init failed") }
         let me = Unmanaged.passUnretained(self).toOpaque()
         uv_async_init(loop, wake) { handle in
@@ -93,7 +106,18 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
                 Unmanaged<GRPCServerCore>.fromOpaque(data).takeUnretainedValue().acceptPlain(server)
             }
         }
-        return (grpcPort, httpPort)
+        var restPort: Int?
+        if let port = configuration.restPort, rest != nil {
+            let listener = UnsafeMutablePointer<uv_tcp_t>.allocate(capacity: 1)
+            restListener = listener
+            restPort = try listen(listener, port: port) { server, status in
+                guard let server, status == 0, let data = server.pointee.data else { return }
+                Unmanaged<GRPCServerCore>.fromOpaque(data).takeUnretainedValue().acceptREST(server)
+            }
+            // The whole process shares one parser limit; the connection also counts head bytes itself.
+            http_parser_set_max_header_size(UInt32(clamping: configuration.maxRequestHeaderSize + 1024))
+        }
+        return (grpcPort, httpPort, restPort)
     }
 
     private func listen(_ tcp: UnsafeMutablePointer<uv_tcp_t>, port: Int, _ onConnection: uv_connection_cb) throws -> Int {
@@ -179,6 +203,67 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
         HTTPPlainConnection.accept(server, loop: loop, core: self, handler: handler)
     }
 
+    private func acceptREST(_ server: UnsafeMutablePointer<uv_stream_t>) {
+        guard let rest else { return }
+        let tcp = UnsafeMutablePointer<uv_tcp_t>.allocate(capacity: 1)
+        uv_tcp_init(loop, tcp)
+        let clientStream = UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self)
+        guard uv_accept(server, clientStream) == 0, !isDraining else {
+            uv_close(UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_handle_t.self)) { $0?.deallocate() }
+            return
+        }
+        uv_tcp_nodelay(tcp, 1)
+        let connection = HTTP1Connection(core: self, tcp: tcp, service: rest)
+        // The handle owns one reference, released in the close callback.
+        tcp.pointee.data = Unmanaged.passRetained(connection).toOpaque()
+        restConnections[ObjectIdentifier(connection)] = connection
+        restConnectionsByPeer[connection.peerHost, default: 0] += 1
+        lock.withLock { restConnectionTotal += 1 }
+        event(.connectionOpened(peer: connection.peer))
+        let fromPeer = restConnectionsByPeer[connection.peerHost] ?? 0
+        if restConnections.count > configuration.maxConnections {
+            event(.connectionRefused(peer: connection.peer, reason: "\(configuration.maxConnections) HTTP/1.1 connections are open (--max-connections)"))
+            connection.close()
+            return
+        }
+        if configuration.maxConnectionsPerPeer > 0 && fromPeer > configuration.maxConnectionsPerPeer {
+            event(.connectionRefused(peer: connection.peer, reason: "\(configuration.maxConnectionsPerPeer) HTTP/1.1 connections from \(connection.peerHost) are open (--max-connections-per-peer)"))
+            connection.close()
+            return
+        }
+        connection.startReading()
+    }
+
+    func httpConnectionClosing(_ connection: HTTP1Connection) {
+        guard restConnections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
+        if let n = restConnectionsByPeer[connection.peerHost], n > 1 {
+            restConnectionsByPeer[connection.peerHost] = n - 1
+        } else {
+            restConnectionsByPeer[connection.peerHost] = nil
+        }
+    }
+
+    func httpConnectionClosed(_ connection: HTTP1Connection) {
+        lock.withLock { restConnectionTotal -= 1 }
+        event(.connectionClosed(peer: connection.peer))
+        checkDrained()
+    }
+
+    /// A request was handed to the REST handler.
+    func httpRequestStarted() {
+        lock.withLock { inFlight += 1 }
+    }
+
+    /// From any thread: queue an HTTP answer and wake the loop (as `complete` for calls).
+    func complete(_ request: HTTPServerRequest, _ response: HTTPServerResponse) {
+        lock.withLock {
+            inFlight -= 1
+            guard !wakeClosed else { return }
+            answeredHTTP.append((request, response))
+            uv_async_send(wake)
+        }
+    }
+
     /// Why a just-accepted connection is one too many, or nil.
     private func limitReached(_ connection: HTTP2Connection) -> String? {
         if connections.count > configuration.maxConnections {
@@ -210,6 +295,15 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
             guard let since = connection.waitingSince, now &- since > limit else { continue }
             event(.connectionRefused(peer: connection.peer, reason: "no complete header block within \(configuration.headerTimeout) s (--header-timeout)"))
             connection.close()
+        }
+        for connection in Array(restConnections.values) {
+            if let since = connection.lingeringSince {
+                // Its last answer went out that long ago: a client still sending is not listening.
+                if now &- since > limit { connection.close() }
+            } else if let since = connection.waitingSince, now &- since > limit {
+                event(.connectionRefused(peer: connection.peer, reason: "no complete HTTP/1.1 request head within \(configuration.headerTimeout) s (--header-timeout)"))
+                connection.close()
+            }
         }
     }
 
@@ -250,9 +344,15 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
         // Swap the queue with the loop's spare array, so neither reallocates.
         let shutdown = lock.withLock { () -> Bool in
             swap(&answered, &delivering)
+            swap(&answeredHTTP, &deliveringHTTP)
             inFlight -= delivering.reduce(0) { $0 + ($1.1.isFinal ? 1 : 0) }
             return shutdownRequested
         }
+        for (request, response) in deliveringHTTP {
+            guard let connection = request.connection, !connection.closing else { continue }
+            connection.answered(request, response)
+        }
+        deliveringHTTP.removeAll(keepingCapacity: true)
         touched.removeAll(keepingCapacity: true)
         for (call, result) in delivering {
             guard let connection = call.connection else { continue }
@@ -278,7 +378,9 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
         event(.draining(calls: inFlightCount, connections: connections.count))
         close(handle: listener)
         if let httpListener { close(handle: httpListener) }
+        if let restListener { close(handle: restListener) }
         for connection in Array(connections.values) { connection.sendGoAway() }
+        for connection in Array(restConnections.values) { connection.drain() }
         uv_timer_start(drainTimer, { timer in
             guard let data = timer?.pointee.data else { return }
             Unmanaged<GRPCServerCore>.fromOpaque(data).takeUnretainedValue().forceStop()
@@ -291,11 +393,12 @@ final class GRPCServerCore: GRPCCallCompletion, @unchecked Sendable {
         for connection in Array(connections.values) where connection.streams.isEmpty {
             connection.closeAfterWrites()
         }
-        if inFlightCount == 0 && connections.isEmpty && plainConnections == 0 { stop() }
+        if inFlightCount == 0 && connections.isEmpty && restConnections.isEmpty && plainConnections == 0 { stop() }
     }
 
     private func forceStop() {
         for connection in Array(connections.values) { connection.close() }
+        for connection in Array(restConnections.values) { connection.close() }
         stop()
     }
 

@@ -538,7 +538,7 @@ final class HTTP2Connection {
         }
     }
 
-    private static func peerName(_ tcp: UnsafeMutablePointer<uv_tcp_t>) -> String {
+    static func peerName(_ tcp: UnsafeMutablePointer<uv_tcp_t>) -> String {
         var storage = sockaddr_storage()
         var length = Int32(MemoryLayout<sockaddr_storage>.size)
         let ok = withUnsafeMutablePointer(to: &storage) {

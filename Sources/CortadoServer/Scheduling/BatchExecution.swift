@@ -178,6 +178,6 @@ struct PendingAnswers {
     }
 
     private static func send(_ answer: (job: PredictionJob, message: [UInt8])) {
-        if answer.job.prefixReserved { answer.job.call.respond(framed: answer.message) } else { answer.job.call.respond(answer.message) }
+        answer.job.deliver(answer.message)
     }
 }

@@ -8,14 +8,14 @@ import Foundation
 /// A service subclasses it (one object per call, holding what `rows` decoded for `encode`:
 /// the steps run in order, one thread at a time) or hands closures to `ClosureJob`.
 class PredictionJob: @unchecked Sendable {
-    let call: GRPCServerCall
+    let call: any PredictionCall
     /// Whether `encode` leaves `GRPCMessageWriter.prefixLength` bytes free in front of the
     /// message for the frame prefix (then the answer is framed in place).
     let prefixReserved: Bool
     /// Where `observe` counts the call (nil: not counted, as in tests).
     private let metrics: (model: ServedModel, service: String, registry: ServerMetrics)?
 
-    init(call: GRPCServerCall, prefixReserved: Bool = false, metrics: (model: ServedModel, service: String, registry: ServerMetrics)?) {
+    init(call: any PredictionCall, prefixReserved: Bool = false, metrics: (model: ServedModel, service: String, registry: ServerMetrics)?) {
         self.call = call
         self.prefixReserved = prefixReserved
         self.metrics = metrics
@@ -28,6 +28,10 @@ class PredictionJob: @unchecked Sendable {
     /// Encodes the response from the results of this job's rows, in row order. Each kind of
     /// job overrides it.
     func encode(_ results: [MLFeatureProvider]) throws -> [UInt8] { preconditionFailure("\(type(of: self)) must override encode(_:)") }
+
+    /// Sends what `encode` made (on the worker, after the model's slot was given back). A job
+    /// whose answer needs more than the message (HTTP headers) overrides it.
+    func deliver(_ message: [UInt8]) { call.respond(message, framed: prefixReserved) }
 
     /// Told once how the call ended and how long it took (metrics). Looked up here, on the
     /// worker, not on the loop thread that builds the job.
@@ -60,7 +64,7 @@ final class ClosureJob: PredictionJob, @unchecked Sendable {
     private let readRows: () throws -> [MLFeatureProvider]
     private let encodeResults: ([MLFeatureProvider]) throws -> [UInt8]
 
-    init(call: GRPCServerCall, prefixReserved: Bool = false, metrics: (model: ServedModel, service: String, registry: ServerMetrics)?,
+    init(call: any PredictionCall, prefixReserved: Bool = false, metrics: (model: ServedModel, service: String, registry: ServerMetrics)?,
          rows: @escaping () throws -> [MLFeatureProvider], encode: @escaping ([MLFeatureProvider]) throws -> [UInt8]) {
         readRows = rows
         encodeResults = encode

@@ -11,6 +11,8 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
     /// Rows per request: the leading dimension every tensor carries.
     static let maxBatchSize: Int32 = 1024
     static let service = "inference"
+    /// The protocol extensions the server metadata advertises (gRPC and REST alike).
+    static let extensions = ["classification", "model_repository", "model_repository(unload_dependents)", "model_configuration", "system_shared_memory", "statistics", "binary_tensor_data"]
 
     public init(context: ServerContext) { self.context = context }
 
@@ -32,7 +34,7 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
                     var r = Inference_ServerMetadataResponse()
                     r.name = "cortado"
                     r.version = CortadoServerApp.version
-                    r.extensions = ["classification", "model_repository", "model_repository(unload_dependents)", "model_configuration", "system_shared_memory", "statistics"]
+                    r.extensions = Self.extensions
                     return r
                 }
             },
@@ -252,12 +254,14 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
 /// One ModelInfer call (unary, or one message of a stream) as a prediction job: decoded on
 /// the worker, its `InferenceRun` kept for the answer.
 final class ModelInferJob: PredictionJob, @unchecked Sendable {
+    private let grpcCall: GRPCServerCall
     private let served: ServedModel
     private let context: ServerContext
     private let streamed: Bool
     private var run: InferenceRun?
 
     init(call: GRPCServerCall, served: ServedModel, context: ServerContext, streamed: Bool) {
+        grpcCall = call
         self.served = served
         self.context = context
         self.streamed = streamed
@@ -266,7 +270,7 @@ final class ModelInferJob: PredictionJob, @unchecked Sendable {
 
     override func rows() throws -> [MLFeatureProvider] {
         // The hand-written decoder takes the common form of the request, SwiftProtobuf the rest.
-        let request = try ModelInferRequestDecoder.decode(call.request) ?? InferRequestView(context.decode(Inference_ModelInferRequest.self, call))
+        let request = try ModelInferRequestDecoder.decode(grpcCall.request) ?? InferRequestView(context.decode(Inference_ModelInferRequest.self, grpcCall))
         let run = InferenceRun(request: request, served: served, sharedMemory: context.sharedMemory)
         self.run = run
         return try run.rows()

@@ -1,0 +1,22 @@
+import CortadoGRPC
+
+/// The request a prediction job answers, whatever carried it: a gRPC call, or an HTTP/1.1
+/// request of the REST port. Scheduling needs only this: when it arrived, whether its client
+/// still waits, and how to answer (from any thread, once).
+protocol PredictionCall: AnyObject, Sendable {
+    /// When the request was complete, in `DispatchTime` nanoseconds.
+    var receivedAt: UInt64 { get }
+    /// When the client stops waiting, in `DispatchTime` nanoseconds; nil: no deadline.
+    var deadline: UInt64? { get }
+    var isCancelled: Bool { get }
+    func fail(_ status: GRPCStatus)
+    /// Answers with an encoded message; `framed`: written behind the gRPC frame prefix's
+    /// bytes, already filled.
+    func respond(_ message: [UInt8], framed: Bool)
+}
+
+extension GRPCServerCall: PredictionCall {
+    func respond(_ message: [UInt8], framed: Bool) {
+        if framed { respond(framed: message) } else { respond(message) }
+    }
+}
