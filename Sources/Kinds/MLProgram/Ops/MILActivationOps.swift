@@ -44,8 +44,9 @@ enum MILActivationOps {
             switch mode {
             case "EXACT": f = { 0.5 * $0 * (1 + erff($0 / 2.0.squareRoot().float)) }
             case "TANH_APPROXIMATION":
-                let c = (2 / Float.pi).squareRoot()
-                f = { 0.5 * $0 * (1 + tanhf(c * ($0 + 0.044715 * $0 * $0 * $0))) }
+                // 0.5·x·(1 + tanh(z)) is x·sigmoid(2z): one exp instead of libm's slower tanh.
+                let c2 = 2 * (2 / Float.pi).squareRoot()
+                f = { $0 / (1 + expf(-c2 * ($0 + 0.044715 * $0 * $0 * $0))) }
             case "SIGMOID_APPROXIMATION": f = { $0 / (1 + expf(-1.702 * $0)) }
             default: throw call.error("unknown gelu mode \(mode)")
             }
