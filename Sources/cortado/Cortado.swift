@@ -15,7 +15,7 @@ struct Cortado: ParsableCommand {
         and JSON arrays for sequences.
         """,
         version: "0.1.0",
-        subcommands: [Inspect.self, Predict.self, Report.self, Serve.self, Compile.self, Encrypt.self]
+        subcommands: [Inspect.self, Predict.self, Report.self, Serve.self, Compile.self, Encrypt.self, Update.self]
     )
 
     /// Registers the built-in kinds and the decryptor once, before any subcommand runs.
