@@ -72,9 +72,12 @@ struct Update: ParsableCommand {
         let rows = JSONRowsInput(path: training)
         var examples: [MLFeatureProvider] = []
         rows.forEachRow(trainingDescription) { line, row in
-            switch row {
-            case .success(let features): examples.append(features)
-            case .failure(let error): fail("\(rows.name) line \(line): \(error); nothing was written")
+            do {
+                let features = try row.get()
+                try trainingDescription.validateInputs(features)
+                examples.append(features)
+            } catch {
+                fail("\(rows.name) line \(line): \(error); nothing was written")
             }
         }
 
