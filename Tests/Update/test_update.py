@@ -13,8 +13,8 @@ import re
 import numpy as np
 import pytest
 
-from updharness import (Conv, Dense, Fn, Reference, batchnorm, cortado_predict, cortado_update, flatten, load_spec,
-                        maxpool2, relu, save, sigmoid, tanh, weights)
+from updharness import (Conv, Dense, Fn, Reference, avgpool2, batchnorm, cortado_predict, cortado_update, flatten, leaky_relu,
+                        load_spec, maxpool2, relu, relu_sigmoid_concat, save, sigmoid, tanh, weights)
 
 ct = pytest.importorskip("coremltools")
 from coremltools.models import datatypes  # noqa: E402
@@ -101,6 +101,52 @@ def conv_net(opt="sgd", lr=0.1, batch=2, momentum=0.0):
     spec = b.spec
     ref = lambda: Reference([Conv("c1", *weights(spec, "c1"), True), relu(), maxpool2(), flatten(),
                              Dense("d1", *weights(spec, "d1"), True), softmax()], "ce")
+    return spec, ref
+
+
+def strided_conv_net(opt="sgd", lr=0.05, batch=3, momentum=0.0):
+    """x[2,7,7] -> conv 3x3x3 stride 2, same padding (4x4) -> leaky ReLU -> average pool 2x2 ->
+    reshape [12,1,1] -> dense 3 -> softmax."""
+    rng = np.random.default_rng(6)
+    b = NeuralNetworkBuilder([("x", datatypes.Array(2, 7, 7))], [("probs", None)])
+    b.add_convolution("c1", kernel_channels=2, output_channels=3, height=3, width=3, stride_height=2, stride_width=2,
+                      border_mode="same", groups=1, W=rng.normal(size=(3, 3, 2, 3)) * 0.4, b=rng.normal(size=3) * 0.1,
+                      has_bias=True, input_name="x", output_name="c")
+    b.add_activation("a1", "LEAKYRELU", "c", "ca", params=[0.1])
+    b.add_pooling("p1", height=2, width=2, stride_height=2, stride_width=2, layer_type="AVERAGE", padding_type="VALID",
+                  input_name="ca", output_name="p")
+    b.add_reshape("rs", "p", "f", target_shape=(12, 1, 1), mode=0)
+    b.add_inner_product("d1", W=rng.normal(size=(3, 12)) * 0.5, b=rng.normal(size=3) * 0.1, input_channels=12, output_channels=3,
+                        has_bias=True, input_name="f", output_name="z")
+    b.add_softmax("sm", "z", "probs")
+    b.make_updatable(["c1", "d1"])
+    b.set_categorical_cross_entropy_loss("loss", "probs")
+    set_optimizer(b, opt, lr, batch, momentum)
+    spec = b.spec
+    ref = lambda: Reference([Conv("c1", *weights(spec, "c1"), True, stride=2, padding="same"), leaky_relu(np.float32(0.1)),
+                             avgpool2(), flatten(), Dense("d1", *weights(spec, "d1"), True), softmax()], "ce")
+    return spec, ref
+
+
+def branching(opt="sgd", lr=0.2, batch=4, momentum=0.0):
+    """One blob feeds two layers whose outputs are concatenated: the gradients of the two
+    branches add up. x[4] -> dense 5 -> (ReLU, sigmoid) -> concat [10] -> dense 3 -> softmax."""
+    rng = np.random.default_rng(7)
+    b = NeuralNetworkBuilder([("x", datatypes.Array(4))], [("probs", None)])
+    b.add_inner_product("d1", W=rng.normal(size=(5, 4)) * 0.5, b=rng.normal(size=5) * 0.1, input_channels=4, output_channels=5,
+                        has_bias=True, input_name="x", output_name="h")
+    b.add_activation("r", "RELU", "h", "hr")
+    b.add_activation("s", "SIGMOID", "h", "hs")
+    b.add_elementwise("cat", ["hr", "hs"], "hc", mode="CONCAT")
+    b.add_inner_product("d2", W=rng.normal(size=(3, 10)) * 0.5, b=rng.normal(size=3) * 0.1, input_channels=10, output_channels=3,
+                        has_bias=True, input_name="hc", output_name="z")
+    b.add_softmax("sm", "z", "probs")
+    b.make_updatable(["d1", "d2"])
+    b.set_categorical_cross_entropy_loss("loss", "probs")
+    set_optimizer(b, opt, lr, batch, momentum)
+    spec = b.spec
+    ref = lambda: Reference([Dense("d1", *weights(spec, "d1"), True), relu_sigmoid_concat(), Dense("d2", *weights(spec, "d2"), True),
+                             softmax()], "ce")
     return spec, ref
 
 
@@ -193,6 +239,20 @@ def test_conv_net(tmp_path, opt, momentum):
     spec, ref = conv_net(opt, lr=lr, batch=2, momentum=momentum)
     X, T, rows = class_data(6, (1, 6, 6))
     check_against_reference(tmp_path, spec, ref, X, T, rows, ["c1", "d1"], opt, lr, 2, momentum)
+
+
+@pytest.mark.parametrize("opt,momentum", [("sgd", 0.9), ("adam", 0.0)])
+def test_strided_same_padding_conv_average_pool_reshape(tmp_path, opt, momentum):
+    lr = 0.05 if opt == "sgd" else 0.01
+    spec, ref = strided_conv_net(opt, lr=lr, batch=3, momentum=momentum)
+    X, T, rows = class_data(7, (2, 7, 7))
+    check_against_reference(tmp_path, spec, ref, X, T, rows, ["c1", "d1"], opt, lr, 3, momentum)
+
+
+def test_branches_and_concat(tmp_path):
+    spec, ref = branching("sgd", lr=0.2, batch=4, momentum=0.5)
+    X, T, rows = class_data(10, 4)
+    check_against_reference(tmp_path, spec, ref, X, T, rows, ["d1", "d2"], "sgd", 0.2, 4, 0.5)
 
 
 def test_gradient_crosses_fixed_layers(tmp_path):

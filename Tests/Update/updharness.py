@@ -117,34 +117,52 @@ class Dense:
 
 
 class Conv:
-    """Valid padding, stride 1, one group: the spec's (O, C, kh, kw) layout."""
+    """One group, the spec's (O, C, kh, kw) layout; stride s; padding "valid" or "same"
+    (Core ML's default BOTTOM_RIGHT_HEAVY: the odd pixel of padding goes after the data)."""
 
-    def __init__(self, name, W, b, updatable):
+    def __init__(self, name, W, b, updatable, stride=1, padding="valid"):
         self.name, self.W, self.b, self.updatable = name, W.copy(), None if b is None else b.copy(), updatable
+        self.s, self.padding = stride, padding
 
     def params(self):
         return [("W", self.W)] + ([("b", self.b)] if self.b is not None else [])
 
+    def pad(self, x):
+        _, kh, kw = self.W.shape[1:]
+        if self.padding == "valid":
+            return x, (0, 0)
+        _, H, Wd = x.shape
+        s = self.s
+        th = max(0, (-(-H // s) - 1) * s + kh - H)
+        tw = max(0, (-(-Wd // s) - 1) * s + kw - Wd)
+        top, left = th // 2, tw // 2
+        return np.pad(x, ((0, 0), (top, th - top), (left, tw - left))), (top, left)
+
     def forward(self, x):
         O, C, kh, kw = self.W.shape
-        _, H, Wd = x.shape
-        oh, ow = H - kh + 1, Wd - kw + 1
+        xp, _ = self.pad(x)
+        _, H, Wd = xp.shape
+        s = self.s
+        oh, ow = (H - kh) // s + 1, (Wd - kw) // s + 1
         y = np.zeros((O, oh, ow))
         for i in range(oh):
             for j in range(ow):
-                y[:, i, j] = np.tensordot(self.W, x[:, i:i + kh, j:j + kw], axes=([1, 2, 3], [0, 1, 2]))
+                y[:, i, j] = np.tensordot(self.W, xp[:, i * s:i * s + kh, j * s:j * s + kw], axes=([1, 2, 3], [0, 1, 2]))
         if self.b is not None:
             y += self.b[:, None, None]
         return y
 
     def backward(self, x, y, dy):
         O, C, kh, kw = self.W.shape
-        dx = np.zeros_like(x)
+        xp, (top, left) = self.pad(x)
+        s = self.s
+        dxp = np.zeros_like(xp)
         gW = np.zeros_like(self.W)
         for i in range(dy.shape[1]):
             for j in range(dy.shape[2]):
-                gW += dy[:, i, j][:, None, None, None] * x[None, :, i:i + kh, j:j + kw]
-                dx[:, i:i + kh, j:j + kw] += np.tensordot(dy[:, i, j], self.W, axes=(0, 0))
+                gW += dy[:, i, j][:, None, None, None] * xp[None, :, i * s:i * s + kh, j * s:j * s + kw]
+                dxp[:, i * s:i * s + kh, j * s:j * s + kw] += np.tensordot(dy[:, i, j], self.W, axes=(0, 0))
+        dx = dxp[:, top:top + x.shape[1], left:left + x.shape[2]]
         return dx, {"W": gW, "b": dy.sum(axis=(1, 2))}
 
 
@@ -197,6 +215,29 @@ def maxpool2():
                     k = int(np.argmax(win))  # first maximum, as Cortado
                     dx[c, 2 * i + k // 2, 2 * j + k % 2] += dy[c, i, j]
         return dx
+    return Fn(f, g)
+
+
+def leaky_relu(alpha):
+    return Fn(lambda x: np.where(x >= 0, x, alpha * x), lambda x, y, dy: dy * np.where(x >= 0, 1, alpha))
+
+
+def avgpool2():
+    def f(x):
+        C, H, W = x.shape
+        return x.reshape(C, H // 2, 2, W // 2, 2).mean(axis=(2, 4))
+    return Fn(f, lambda x, y, dy: np.repeat(np.repeat(dy, 2, axis=1), 2, axis=2) / 4)
+
+
+def relu_sigmoid_concat():
+    """Two branches on one blob, concatenated: ReLU(x) then sigmoid(x)."""
+    def f(x):
+        return np.concatenate([np.maximum(x, 0), 1 / (1 + np.exp(-x))])
+
+    def g(x, y, dy):
+        n = x.size
+        s = 1 / (1 + np.exp(-x))
+        return dy[:n] * (x > 0) + dy[n:] * s * (1 - s)
     return Fn(f, g)
 
 
