@@ -478,3 +478,11 @@ def test_layer_without_gradient_is_named(tmp_path):
 def test_malformed_json(tmp_path, classifier_file):
     err = refused(tmp_path, classifier_file, None, rows_text='{"x": [1,2,3,4], "probs_true": [1]}\n{"x": \n')
     assert "line 2" in err
+
+
+def test_inspect_shows_training_inputs(classifier_file):
+    import subprocess
+    from nnharness import cortado_command
+    out = subprocess.run(cortado_command() + ["inspect", str(classifier_file)], capture_output=True, text=True).stdout
+    assert "Training inputs:" in out and "probs_true" in out
+    assert re.search(r"Updatable: +yes \(.*learningRate=0\.1", out)
