@@ -39,6 +39,15 @@ struct Update: ParsableCommand {
     @Option(help: "SGD momentum (MLParameterKey.momentum).")
     var momentum: Double?
 
+    @Option(help: "Adam's beta1 (MLParameterKey.beta1).")
+    var beta1: Double?
+
+    @Option(help: "Adam's beta2 (MLParameterKey.beta2).")
+    var beta2: Double?
+
+    @Option(help: "Adam's epsilon (MLParameterKey.eps).")
+    var eps: Double?
+
     @Flag(inversion: .prefixedNo, help: "Visit the examples in a new random order each epoch (default: as the model says).")
     var shuffle: Bool?
 
@@ -55,6 +64,9 @@ struct Update: ParsableCommand {
         if let learningRate { overrides[.learningRate] = .double(learningRate) }
         if let batchSize { overrides[.miniBatchSize] = .int(Int64(batchSize)) }
         if let momentum { overrides[.momentum] = .double(momentum) }
+        if let beta1 { overrides[.beta1] = .double(beta1) }
+        if let beta2 { overrides[.beta2] = .double(beta2) }
+        if let eps { overrides[.eps] = .double(eps) }
         if let shuffle { overrides[.shuffle] = .bool(shuffle) }
         if let seed { overrides[.seed] = .int(seed) }
         configuration.updateParameters = overrides

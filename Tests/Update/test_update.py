@@ -486,3 +486,21 @@ def test_inspect_shows_training_inputs(classifier_file):
     out = subprocess.run(cortado_command() + ["inspect", str(classifier_file)], capture_output=True, text=True).stdout
     assert "Training inputs:" in out and "probs_true" in out
     assert re.search(r"Updatable: +yes \(.*learningRate=0\.1", out)
+
+
+def test_cli_adam_overrides_match_reference(tmp_path):
+    """--beta1, --beta2 and --eps override Adam's constants."""
+    spec, ref = regression("adam", lr=0.02, batch=3)
+    X, T, rows = regression_data()
+    model = save(spec, tmp_path / "model.mlmodel")
+    out = tmp_path / "t.mlmodel"
+    proc = cortado_update(model, rows, out, "--epochs", 4, "--beta1", 0.8, "--beta2", 0.99, "--eps", 1e-6)
+    assert proc.returncode == 0, proc.stderr
+    r = ref()
+    r.train(X, T, 4, 3, 0.02, optimizer="adam", beta1=0.8, beta2=0.99, eps=1e-6)
+    for k, name in ((0, "d1"), (2, "d2")):
+        np.testing.assert_allclose(weights(load_spec(out), name)[0], r.layers[k].W, rtol=RTOL, atol=ATOL)
+    # An Adam constant on an SGD network is refused by name.
+    spec, _ = dense_classifier("sgd")
+    err = refused(tmp_path, save(spec, tmp_path / "sgd.mlmodel"), [{"x": np.ones(4), "probs_true": [1]}], "--beta1", 0.5)
+    assert "beta1" in err and "does not apply" in err

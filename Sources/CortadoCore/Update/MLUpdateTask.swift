@@ -145,13 +145,15 @@ public final class MLUpdateTask: @unchecked Sendable {
             epochs: for epoch in 0..<trainer.epochCount {
                 if isCancelled { break }
                 var stopped = false
+                var handlerError: Error?
                 let loss = try trainer.runEpoch(epoch) { batch, loss in
                     var m: [MLMetricKey: MLParameterValue] = [.epochIndex: .int(Int64(epoch)), .miniBatchIndex: .int(Int64(batch))]
                     if let loss { m[.lossValue] = .double(loss) }
-                    do { try notify(.miniBatchEnd, m) } catch { }
-                    stopped = isCancelled
+                    do { try notify(.miniBatchEnd, m) } catch { handlerError = error }
+                    stopped = isCancelled || handlerError != nil
                     return !stopped
                 }
+                if let handlerError { throw handlerError }
                 metrics = [.epochIndex: .int(Int64(epoch))]
                 if let loss { metrics[.lossValue] = .double(loss) }
                 if stopped { break epochs }

@@ -95,12 +95,11 @@ final class NNTrainer: MLModelTrainer {
             throw MLModelError(.invalidModel, "loss layer '\(lossLayer.name)': blob '\(missing)' is neither a network input nor a layer's output")
         }
         networkInputs = wanted.sorted()
-        for (i, layer) in layers.enumerated() where layer.isUpdatable {
+        for layer in layers where layer.isUpdatable {
             switch layer.layer {
             case .innerProduct?, .convolution?: break
             default: throw MLModelError(.unsupported, "layer '\(layer.name)' (\(Self.typeName(layer))) is marked updatable; Core ML updates only innerProduct and convolution layers")
             }
-            _ = i
         }
 
         var ops: [any NNTrainOp] = []
