@@ -95,6 +95,9 @@ final class NNTrainer: MLModelTrainer {
             throw MLModelError(.invalidModel, "loss layer '\(lossLayer.name)': blob '\(missing)' is neither a network input nor a layer's output")
         }
         networkInputs = wanted.sorted()
+        for name in networkInputs where description.input(named: name)?.type != .multiArray {
+            throw MLModelError(.unsupported, feature: name, "training reads multi-array inputs; this input is \(description.input(named: name).map { "\($0.type)" } ?? "undeclared")")
+        }
         for layer in layers where layer.isUpdatable {
             switch layer.layer {
             case .innerProduct?, .convolution?: break
