@@ -504,3 +504,28 @@ def test_cli_adam_overrides_match_reference(tmp_path):
     spec, _ = dense_classifier("sgd")
     err = refused(tmp_path, save(spec, tmp_path / "sgd.mlmodel"), [{"x": np.ones(4), "probs_true": [1]}], "--beta1", 0.5)
     assert "beta1" in err and "does not apply" in err
+
+
+def test_global_average_pooling(tmp_path):
+    """conv (valid) -> sigmoid -> global average pool -> flatten -> dense -> softmax."""
+    rng = np.random.default_rng(8)
+    b = NeuralNetworkBuilder([("x", datatypes.Array(2, 5, 5))], [("probs", None)])
+    b.add_convolution("c1", kernel_channels=2, output_channels=4, height=3, width=3, stride_height=1, stride_width=1,
+                      border_mode="valid", groups=1, W=rng.normal(size=(3, 3, 2, 4)) * 0.5, b=rng.normal(size=4) * 0.1,
+                      has_bias=True, input_name="x", output_name="c")
+    b.add_activation("s1", "SIGMOID", "c", "cs")
+    b.add_pooling("gap", height=1, width=1, stride_height=1, stride_width=1, layer_type="AVERAGE", padding_type="VALID",
+                  input_name="cs", output_name="g", is_global=True)
+    b.add_flatten("f1", mode=0, input_name="g", output_name="f")
+    b.add_inner_product("d1", W=rng.normal(size=(3, 4)), b=np.zeros(3), input_channels=4, output_channels=3, has_bias=True,
+                        input_name="f", output_name="z")
+    b.add_softmax("sm", "z", "probs")
+    b.make_updatable(["c1", "d1"])
+    b.set_categorical_cross_entropy_loss("loss", "probs")
+    set_optimizer(b, "sgd", 0.5, 2, 0.0)
+    spec = b.spec
+    gap = Fn(lambda x: x.mean(axis=(1, 2), keepdims=True), lambda x, y, dy: np.broadcast_to(dy, x.shape) / (x.shape[1] * x.shape[2]))
+    ref = lambda: Reference([Conv("c1", *weights(spec, "c1"), True), sigmoid(), gap, flatten(), Dense("d1", *weights(spec, "d1"), True),
+                             softmax()], "ce")
+    X, T, rows = class_data(6, (2, 5, 5))
+    check_against_reference(tmp_path, spec, ref, X, T, rows, ["c1", "d1"], "sgd", 0.5, 2)
