@@ -36,7 +36,7 @@ unit-test: build
 	$(SWIFT) test
 
 conformance: build
-	CORTADO_BIN=$(CORTADO_DEBUG) $(PY) -m pytest -q Tests/Conformance Tests/Format Tests/CLI Tests/NeuralNetwork Tests/Server Tests/Load Tests/Linked Tests/NMS Tests/Plugins Tests/Compile Tests/MLProgram Tests/Deploy
+	CORTADO_BIN=$(CORTADO_DEBUG) $(PY) -m pytest -q Tests/Conformance Tests/Format Tests/CLI Tests/NeuralNetwork Tests/Server Tests/Load Tests/Linked Tests/NMS Tests/Plugins Tests/Compile Tests/MLProgram Tests/Deploy Tests/Update
 
 test: unit-test conformance
 

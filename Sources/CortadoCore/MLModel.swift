@@ -52,6 +52,7 @@ public final class MLModel: @unchecked Sendable {
                 compiled = try kind.compile(spec, context: context)
             }
             description.classLabels = compiled.classLabels
+            description.isUpdatable = spec.isUpdatable
             self.modelDescription = description
             self.configuration = configuration
             self.specification = spec

@@ -28,6 +28,10 @@ public struct MLModelConfiguration: Sendable {
     public var modelKey: MLModelKey?
     /// The function of a multi-function ML Program to run (nil: the model's default function).
     public var functionName: String?
+    /// Hyperparameters an update uses instead of the model's defaults (CoreML.framework's
+    /// `parameters` with `MLParameterKey` keys; Cortado keeps `parameters` for custom layers).
+    /// Each must lie within the values the model allows.
+    public var updateParameters: [MLParameterKey: MLParameterValue] = [:]
 
     public init() {}
 }

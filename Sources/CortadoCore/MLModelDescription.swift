@@ -30,6 +30,15 @@ public struct MLModelDescription: Sendable {
     /// The functions of a multi-function model, and the one this description describes.
     public var functionNames: [String] = []
     public var functionName: String?
+    /// The features an update reads (`trainingInput`): usually the inputs plus the loss's
+    /// target. Empty for a model that is not updatable.
+    public var trainingInputs: [MLFeatureDescription] = []
+    /// The model may be trained (`Model.isUpdatable`), by `MLUpdateTask`.
+    public var isUpdatable = false
+
+    public var trainingInputDescriptionsByName: [String: MLFeatureDescription] {
+        Dictionary(trainingInputs.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+    }
 
     /// Reads a description. For a multi-function model (specification 9), the inputs,
     /// outputs and states are those of `function` (nil: the model's default function).
@@ -53,6 +62,7 @@ public struct MLModelDescription: Sendable {
         states = try spec.state.map(MLFeatureDescription.init)
         inputs = try spec.input.map(MLFeatureDescription.init)
         outputs = try spec.output.map(MLFeatureDescription.init)
+        trainingInputs = try spec.trainingInput.map(MLFeatureDescription.init)
         predictedFeatureName = spec.predictedFeatureName.isEmpty ? nil : spec.predictedFeatureName
         predictedProbabilitiesName = spec.predictedProbabilitiesName.isEmpty ? nil : spec.predictedProbabilitiesName
         shortDescription = spec.metadata.shortDescription

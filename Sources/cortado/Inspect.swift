@@ -71,6 +71,10 @@ struct Inspect: ParsableCommand {
             print("States:")
             for f in description.states { print("  \(f)") }
         }
+        if !description.trainingInputs.isEmpty {
+            print("Training inputs:")
+            for f in description.trainingInputs { print("  \(f)") }
+        }
         plugins.load()
         do {
             let loaded = try loadModel(model, configuration: keyOptions.configuration())
@@ -80,8 +84,24 @@ struct Inspect: ParsableCommand {
             }
             for line in loaded.compiled.summary { print("  \(line)") }
             print("Runs:          yes")
+            if spec.isUpdatable { printUpdatable(loaded) }
         } catch {
             print("Runs:          no — \(error)")
+        }
+    }
+
+    /// Whether `cortado update` can train the model, and the hyperparameters it would use.
+    private func printUpdatable(_ loaded: MLModel) {
+        guard let updatable = loaded.compiled as? any MLUpdatableCompiledModel else {
+            print("Updatable:     marked, but Cortado does not train \(loaded.specType) models")
+            return
+        }
+        do {
+            let trainer = try updatable.makeTrainer(specification: loaded.specification, description: loaded.modelDescription, overrides: [:])
+            let settings = trainer.parameters.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key)=\($0.value)" }
+            print("Updatable:     yes (\(settings.joined(separator: ", ")))")
+        } catch {
+            print("Updatable:     marked, but Cortado cannot train it — \(error)")
         }
     }
 
