@@ -86,6 +86,9 @@ let package = Package(
         // generated service messages, and the services on top (know no model kind).
         .systemLibrary(name: "CLibUV", path: "Sources/CSystem/CLibUV", pkgConfig: "libuv"),
         .systemLibrary(name: "CNGHTTP2", path: "Sources/CSystem/CNGHTTP2", pkgConfig: "libnghttp2"),
+        // OpenSSL 3 (Debian's libssl-dev): TLS between libuv and nghttp2, with memory BIOs.
+        .systemLibrary(name: "COpenSSL", path: "Sources/CSystem/COpenSSL", pkgConfig: "openssl",
+                       providers: [.apt(["libssl-dev"])]),
         // jemalloc for the cortado executable only (Sources/cortado/Allocator.swift).
         .systemLibrary(name: "CJemalloc", path: "Sources/CSystem/CJemalloc", pkgConfig: "jemalloc"),
         // The plugin ABI (a header-only module over Plugins/include/cortado_plugin.h), the host
@@ -102,7 +105,7 @@ let package = Package(
         .target(name: "CortadoTestFailingPlugin", path: "Plugins/TestFailing", publicHeadersPath: ".", cSettings: pluginC),
         .target(
             name: "CortadoGRPC",
-            dependencies: ["CLibUV", "CNGHTTP2"],
+            dependencies: ["CLibUV", "CNGHTTP2", "COpenSSL"],
             path: "Sources/CortadoGRPC",
             swiftSettings: fastMath
         ),

@@ -7,8 +7,10 @@ cd "$(dirname "$0")/.."
 
 # Debian packages: libuv and nghttp2 carry the server; protoc regenerates Sources/CortadoSpec (scripts/generate_swift.sh) and
 # checks the protos against the format's descriptors in the tests; OpenBLAS runs the neural-network GEMMs; libpng and
-# libjpeg-turbo decode image inputs; jemalloc is the cortado executable's allocator.
-debs=(protobuf-compiler libuv1-dev libnghttp2-dev pkg-config libopenblas-dev libpng-dev libjpeg62-turbo-dev libjemalloc-dev)
+# libjpeg-turbo decode image inputs; jemalloc is the cortado executable's allocator; OpenSSL 3 carries TLS (and its
+# command line makes the test certificates in Tests/Server/test_tls_auth.py).
+debs=(protobuf-compiler libuv1-dev libnghttp2-dev pkg-config libopenblas-dev libpng-dev libjpeg62-turbo-dev libjemalloc-dev
+      libssl-dev openssl)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
