@@ -61,7 +61,12 @@ final class TLSContext: @unchecked Sendable {
         guard FileManager.default.isReadableFile(atPath: cert) else { throw .tls("certificate \(cert) is missing or not readable (--tls-cert)") }
         guard FileManager.default.isReadableFile(atPath: key) else { throw .tls("private key \(key) is missing or not readable (--tls-key)") }
         guard SSL_CTX_use_certificate_chain_file(ctx, cert) == 1 else { throw .tls("certificate \(cert) (--tls-cert): \(TLSSession.errors())") }
-        guard SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) == 1 else { throw .tls("private key \(key) (--tls-key): \(TLSSession.errors())") }
+        guard SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) == 1 else {
+            let detail = TLSSession.errors()
+            // OpenSSL checks the pair as it loads the key; say so plainly (a half-done rotation).
+            if detail.contains("key values mismatch") { throw .tls("private key \(key) does not match certificate \(cert): \(detail)") }
+            throw .tls("private key \(key) (--tls-key): \(detail)")
+        }
         guard SSL_CTX_check_private_key(ctx) == 1 else { throw .tls("private key \(key) does not match certificate \(cert): \(TLSSession.errors())") }
 
         if let ca = configuration.clientCAPath {
