@@ -263,6 +263,25 @@ def test_tls_serves_grpcio_and_tritonclient_and_refuses_plaintext(repo, pki, sta
     assert "TLS on" in server.stderr()
 
 
+def test_large_messages_over_tls(repo, pki, start_secure):
+    """PredictBatch calls of about half a megabyte each way, four in flight on one connection:
+    many TLS records, split across socket reads, in both directions."""
+    server = start_secure(repo.path, *tls_args(pki), ca=pki.ca)
+    case = repo.cases["scaler"]
+    n = len(case.inputs["input"])
+    rows = 6000
+    request = pb.PredictBatchRequest(model="scaler", rows=[pb.Row(features=row_features(case, i % n)) for i in range(rows)])
+    assert request.ByteSize() > 300_000
+    with secure_channel(server, pki.ca) as ch:
+        stub = P.predictor_pb2_grpc.PredictorStub(ch)
+        futures = [stub.PredictBatch.future(request, timeout=60) for _ in range(4)]
+        for future in futures:
+            reply = future.result()
+            assert len(reply.rows) == rows
+            for i in (0, 1, rows - 1):
+                check_outputs(case, i % n, as_dict(reply.rows[i].features))
+
+
 def test_alpn_must_select_h2(repo, pki, start_secure):
     server = start_secure(repo.path, *tls_args(pki), ca=pki.ca)
     selected, data = alpn_handshake(server.port, pki.ca, ["h2", "http/1.1"])
