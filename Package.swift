@@ -88,6 +88,9 @@ let package = Package(
         .systemLibrary(name: "CNGHTTP2", path: "Sources/CSystem/CNGHTTP2", pkgConfig: "libnghttp2"),
         // Node's http-parser for the HTTP/1.1 (REST) port; Debian ships no .pc file for it.
         .systemLibrary(name: "CHTTPParser", path: "Sources/CSystem/CHTTPParser"),
+        // OpenSSL 3 (Debian's libssl-dev): TLS between libuv and nghttp2, with memory BIOs.
+        .systemLibrary(name: "COpenSSL", path: "Sources/CSystem/COpenSSL", pkgConfig: "openssl",
+                       providers: [.apt(["libssl-dev"])]),
         // jemalloc for the cortado executable only (Sources/cortado/Allocator.swift).
         .systemLibrary(name: "CJemalloc", path: "Sources/CSystem/CJemalloc", pkgConfig: "jemalloc"),
         // The plugin ABI (a header-only module over Plugins/include/cortado_plugin.h), the host
@@ -104,7 +107,7 @@ let package = Package(
         .target(name: "CortadoTestFailingPlugin", path: "Plugins/TestFailing", publicHeadersPath: ".", cSettings: pluginC),
         .target(
             name: "CortadoGRPC",
-            dependencies: ["CLibUV", "CNGHTTP2", "CHTTPParser"],
+            dependencies: ["CLibUV", "CNGHTTP2", "CHTTPParser", "COpenSSL"],
             path: "Sources/CortadoGRPC",
             swiftSettings: fastMath
         ),

@@ -8,9 +8,11 @@ cd "$(dirname "$0")/.."
 # Debian packages: libuv and nghttp2 carry the server; protoc regenerates Sources/CortadoSpec (scripts/generate_swift.sh) and
 # checks the protos against the format's descriptors in the tests; OpenBLAS runs the neural-network GEMMs; libpng and
 # libjpeg-turbo decode image inputs; jemalloc is the cortado executable's allocator; http-parser reads HTTP/1.1 requests
-# on the REST port (the Open Inference Protocol over HTTP). systemd brings systemd-analyze, which checks deploy/systemd's
-# unit (no systemd needs to run), and curl is that unit's readiness check (Tests/Deploy) and a REST peer in Tests/Server.
-debs=(protobuf-compiler libuv1-dev libnghttp2-dev pkg-config libopenblas-dev libpng-dev libjpeg62-turbo-dev libjemalloc-dev libhttp-parser-dev systemd curl)
+# on the REST port (the Open Inference Protocol over HTTP); OpenSSL 3 carries TLS (and its command line makes the test
+# certificates in Tests/Server/test_tls_auth.py). systemd brings systemd-analyze, which checks deploy/systemd's unit (no
+# systemd needs to run), and curl is that unit's readiness check (Tests/Deploy) and a REST peer in Tests/Server.
+debs=(protobuf-compiler libuv1-dev libnghttp2-dev pkg-config libopenblas-dev libpng-dev libjpeg62-turbo-dev libjemalloc-dev
+      libhttp-parser-dev libssl-dev openssl systemd curl)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -20,6 +20,12 @@ public struct GRPCMessageStreamMethod: Sendable {
     }
 }
 
+/// Decides, from a call's head alone, whether it may go on: the path and the metadata, before
+/// the request message is read (so a refused client cannot make the server hold its
+/// message). Returns the status to answer with, or nil to let the call through. Runs on the
+/// loop thread, once per call (once per message stream); it must be quick.
+public typealias GRPCAdmission = @Sendable (_ path: String, _ metadata: [(name: String, value: String)]) -> GRPCStatus?
+
 /// What a service contributes to the router: its full name and its methods.
 public protocol GRPCService: AnyObject, Sendable {
     /// `package.Service`.
@@ -40,8 +46,17 @@ public final class GRPCRouter: @unchecked Sendable {
     private var handlers: [String: GRPCUnaryHandler] = [:]
     private var messageStreams: [String: GRPCMessageStreamMethod] = [:]
     private var services: Set<String> = []
+    /// Checked for every routed call before its message is read (`GRPCAdmission`); nil: none.
+    public private(set) var admission: GRPCAdmission?
 
     public init() {}
+
+    /// Sets the check every routed call passes first (authentication, say). The transport
+    /// knows nothing of what it checks.
+    public func admit(with check: @escaping GRPCAdmission) { admission = check }
+
+    /// Every routed path: unary methods and message streams.
+    public var paths: [String] { (Array(handlers.keys) + Array(messageStreams.keys)).sorted() }
 
     public func register(_ service: any GRPCService) {
         services.insert(service.serviceName)

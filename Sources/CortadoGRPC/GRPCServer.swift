@@ -43,6 +43,8 @@ public struct GRPCServerConfiguration: Sendable {
     public var maxPipelinedRequests = 64
     /// How long a graceful shutdown waits for calls in flight, in seconds.
     public var drainTimeout: Double = 30
+    /// TLS on both ports (the metrics port serves HTTPS); nil: plaintext (h2c and HTTP/1.1).
+    public var tls: GRPCTLSConfiguration?
 
     public init() {}
 
@@ -71,17 +73,56 @@ public enum GRPCServerEvent: Sendable {
     case stopped
 }
 
-/// A plain HTTP GET handler: path to status, content type and body. Runs on the loop thread.
-public typealias HTTPGetHandler = @Sendable (_ path: String) -> (status: Int, contentType: String, body: [UInt8])
+/// A GET (or HEAD) request on the metrics port.
+public struct HTTPGetRequest: Sendable {
+    /// The path without its query.
+    public var path: String
+    /// Request headers, names lower-cased.
+    public var headers: [(name: String, value: String)]
+
+    public init(path: String, headers: [(name: String, value: String)] = []) {
+        self.path = path
+        self.headers = headers
+    }
+
+    /// The first header named `name` (lower case).
+    public func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
+}
+
+/// The answer to an `HTTPGetRequest`.
+public struct HTTPGetResponse: Sendable {
+    public var status: Int
+    public var contentType: String
+    public var body: [UInt8]
+    /// Further response headers (e.g. `WWW-Authenticate` with a 401).
+    public var headers: [(name: String, value: String)]
+
+    public init(status: Int, contentType: String = "text/plain", body: [UInt8], headers: [(name: String, value: String)] = []) {
+        self.status = status
+        self.contentType = contentType
+        self.body = body
+        self.headers = headers
+    }
+
+    public init(status: Int, text: String, headers: [(name: String, value: String)] = []) {
+        self.init(status: status, contentType: "text/plain", body: Array(text.utf8), headers: headers)
+    }
+}
+
+/// A plain HTTP GET handler for the metrics port. Runs on the loop thread.
+public typealias HTTPGetHandler = @Sendable (_ request: HTTPGetRequest) -> HTTPGetResponse
 
 public enum GRPCServerError: Error, CustomStringConvertible {
     case bind(host: String, port: Int, message: String)
     case loop(String)
+    /// The TLS files could not be used (at start, or on a reload).
+    case tls(String)
 
     public var description: String {
         switch self {
         case .bind(let host, let port, let message): return "cannot listen on \(host):\(port): \(message)"
         case .loop(let message): return "event loop: \(message)"
+        case .tls(let message): return "TLS: \(message)"
         }
     }
 }
@@ -135,4 +176,17 @@ public final class GRPCServer: @unchecked Sendable {
     public var connectionCount: Int { core.connectionCountValue }
     /// Open HTTP/1.1 connections on the REST port.
     public var restConnectionCount: Int { core.restConnectionCountValue }
+
+    /// Reads the TLS certificate, key and client CA files again (from any thread): new
+    /// connections use them, open ones keep what they started with. On failure the files in
+    /// use stay and the error says why. Returns the new certificate's subject, expiry and
+    /// fingerprint.
+    @discardableResult
+    public func reloadTLS() throws(GRPCServerError) -> String {
+        guard let tls = core.tls else { throw .tls("TLS is off: nothing to reload") }
+        return try tls.reload()
+    }
+
+    /// The subject, expiry and fingerprint of the certificate in use; nil without TLS.
+    public var tlsCertificate: String? { core.tls?.summary }
 }

@@ -24,6 +24,10 @@ public final class CortadoServerApp: @unchecked Sendable {
         public var policy = ServerPolicy()
         /// Seconds between looks at the repository folder under `ModelControl.poll`.
         public var pollInterval: Double = 5
+        /// Bearer tokens with scopes (`--auth-tokens`); nil: calls need no token.
+        public var authorizer: CallAuthorizer?
+        /// Models that must be loaded for the server to be ready (`--require-models`).
+        public var requiredModels: [String] = []
         public init() {}
     }
 
@@ -48,12 +52,15 @@ public final class CortadoServerApp: @unchecked Sendable {
         repository.limitsByModel = options.limitsByModel
         repository.modelKey = key
         repository.modelThreads = threads
-        context = ServerContext(repository: repository, policy: options.policy, logger: logger)
+        context = ServerContext(repository: repository, policy: options.policy, requiredModels: options.requiredModels, logger: logger)
         let router = self.router
-        router.register(PredictorService(context: context))
-        router.register(InferenceService(context: context))
         let health = HealthService(context: context, services: { router.serviceNames })
-        router.register(health)
+        let services: [any ScopedService] = [PredictorService(context: context), InferenceService(context: context), health]
+        for service in services {
+            router.register(service)
+            options.authorizer?.register(service)
+        }
+        if let authorizer = options.authorizer { router.admit(with: authorizer.admission()) }
         repository.onChange = { [weak health] name, what in
             logger.info("model \(what)", metadata: ["model": "\(name)"])
             health?.statusesChanged()
@@ -78,8 +85,14 @@ public final class CortadoServerApp: @unchecked Sendable {
             }
         }
         let logger = self.logger
-        let server = GRPCServer(configuration: options.transport, router: router, httpHandler: { [weak self] path in
-            self?.http(path) ?? (503, "text/plain", Array("stopping\n".utf8))
+        if let authorizer = options.authorizer {
+            logger.info("calls need bearer tokens", metadata: ["tokens": "\(authorizer.tokenCount)", "file": "\(authorizer.path)"])
+        }
+        if let problem = context.readinessProblem {
+            logger.warning("not ready", metadata: ["reason": "\(problem)"])
+        }
+        let server = GRPCServer(configuration: options.transport, router: router, httpHandler: { [weak self] request in
+            self?.http(request) ?? HTTPGetResponse(status: 503, text: "stopping\n")
         }, rest: RESTService(context: context).http, events: { event in
             switch event {
             case .listening(let host, let grpc, let http, let rest):
@@ -100,12 +113,38 @@ public final class CortadoServerApp: @unchecked Sendable {
             }
         })
         self.server = server
-        return try server.start()
+        let ports = try server.start()
+        if let certificate = server.tlsCertificate {
+            logger.info("TLS on", metadata: ["certificate": "\(certificate)", "client_certificates": "\(options.transport.tls?.clientCAPath == nil ? "not asked" : "required")"])
+        }
+        return ports
+    }
+
+    /// SIGHUP: reads the TLS files and the token file again. What fails to load is logged
+    /// and the old one stays in use; new connections (and, for tokens, new calls) get what
+    /// loaded.
+    public func reload() {
+        if let server, options.transport.tls != nil {
+            do {
+                let certificate = try server.reloadTLS()
+                logger.info("TLS certificate reloaded", metadata: ["certificate": "\(certificate)"])
+            } catch {
+                logger.error("TLS reload failed; the certificate in use stays", metadata: ["error": "\(error)"])
+            }
+        }
+        if let authorizer = options.authorizer {
+            do {
+                let count = try authorizer.reload()
+                logger.info("tokens reloaded", metadata: ["tokens": "\(count)", "file": "\(authorizer.path)"])
+            } catch {
+                logger.error("token reload failed; the tokens in use stay", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     /// Graceful stop: readiness turns false, new connections are refused, calls in flight finish.
     public func shutdown() {
-        context.isReady = false
+        context.beginDrain()
         poller?.stop()
         server?.shutdown()
     }
@@ -115,10 +154,12 @@ public final class CortadoServerApp: @unchecked Sendable {
         pool.stop()
     }
 
-    /// The metrics port: `/metrics` (Prometheus), `/healthz` (live), `/readyz` (ready).
-    func http(_ path: String) -> (status: Int, contentType: String, body: [UInt8]) {
-        switch path {
+    /// The metrics port: `/metrics` (Prometheus), `/healthz` (live), `/readyz` (ready). With
+    /// tokens on, `/metrics` needs one with the `metrics` scope; the probes stay open.
+    func http(_ request: HTTPGetRequest) -> HTTPGetResponse {
+        switch request.path {
         case "/metrics":
+            if let authorizer = options.authorizer, let refused = authorizer.check(http: request, needs: .metrics) { return refused }
             let loaded = context.repository.loaded
             let text = context.metrics.render(gauges: [
                 ("cortado_models_loaded", "Models serving.", [("", Double(loaded.count))]),
@@ -127,14 +168,16 @@ public final class CortadoServerApp: @unchecked Sendable {
                 ("cortado_calls_in_flight", "gRPC calls handed to handlers and not yet answered.", [("", Double(server?.callsInFlight ?? 0))]),
                 ("cortado_connections", "Open HTTP/2 connections.", [("", Double(server?.connectionCount ?? 0))]),
                 ("cortado_http_connections", "Open HTTP/1.1 connections on the REST port.", [("", Double(server?.restConnectionCount ?? 0))]),
+                ("cortado_ready", "1 when the server is ready (not draining, every required model loaded).", [("", context.isReady ? 1 : 0)]),
             ])
-            return (200, "text/plain; version=0.0.4", Array(text.utf8))
+            return HTTPGetResponse(status: 200, contentType: "text/plain; version=0.0.4", body: Array(text.utf8))
         case "/healthz", "/v2/health/live":
-            return (200, "text/plain", Array("ok\n".utf8))
+            return HTTPGetResponse(status: 200, text: "ok\n")
         case "/readyz", "/v2/health/ready":
-            return context.isReady ? (200, "text/plain", Array("ready\n".utf8)) : (503, "text/plain", Array("draining\n".utf8))
+            if let problem = context.readinessProblem { return HTTPGetResponse(status: 503, text: "not ready: \(problem)\n") }
+            return HTTPGetResponse(status: 200, text: "ready\n")
         default:
-            return (404, "text/plain", Array("not found: try /metrics, /healthz or /readyz\n".utf8))
+            return HTTPGetResponse(status: 404, text: "not found: try /metrics, /healthz or /readyz\n")
         }
     }
 }

@@ -44,7 +44,8 @@ struct Serve: ParsableCommand {
         "maxConcurrency", "maxMessageSize", "drainTimeout", \
         "maxBatchSize", "maxQueueDelayUs", "modelControl", "pollInterval", "allowSharedMemory", \
         "sharedMemoryPrefix", "maxStreamBuffer", "maxConnectionBuffer", "maxProcessBuffer", \
-        "maxConnections", "maxConnectionsPerPeer", "headerTimeout", \
+        "maxConnections", "maxConnectionsPerPeer", "headerTimeout", "tlsCert", "tlsKey", "tlsClientCA", \
+        "authTokens", "requireModels": ["a", "b"], \
         "models": {"<name>": {"maxConcurrency": N, "maxQueue": N, "maxBatchSize": N, "maxQueueDelayUs": N}}}.
 
         Model control (--model-control, as Triton's --model-control-mode): with none (the \
@@ -74,6 +75,31 @@ struct Serve: ParsableCommand {
         computation (neural networks, tree ensembles, pipelines holding them) are gathered, up \
         to N calls or until the oldest waited --max-queue-delay-us, and run as one execution; \
         a row that fails fails only its own call.
+
+        TLS (--tls-cert and --tls-key, PEM; OpenSSL 3): the gRPC port speaks HTTP/2 inside TLS \
+        1.2 or 1.3 and ALPN must select h2; plaintext clients fail their handshake. The metrics \
+        port serves HTTPS with the same certificate (it never asks for a client certificate, so \
+        probes work). --tls-client-ca FILE turns on mutual TLS on the gRPC port: a client \
+        certificate is required and must chain to a CA in FILE. SIGHUP reads the certificate, \
+        key and CA files again: new connections use them, open ones keep theirs; a reload that \
+        fails keeps the files in use and logs why.
+
+        Tokens (--auth-tokens FILE): one token per line, `TOKEN SCOPE[,SCOPE...]` (at least 16 \
+        characters; scopes infer, admin, metrics; `#` starts a comment). Every gRPC call then \
+        needs the metadata `authorization: Bearer TOKEN`: none or an unknown token gets \
+        UNAUTHENTICATED, a token without the method's scope PERMISSION_DENIED, checked before the \
+        request is read. infer: Predict, PredictBatch, List, Describe, ModelInfer, \
+        ModelStreamInfer, ServerMetadata, ModelReady, ModelMetadata, ModelConfig, \
+        ModelStatistics. admin: Load, Unload, RepositoryIndex, RepositoryModelLoad/Unload, \
+        SystemSharedMemoryRegister/Status/Unregister. metrics: /metrics on the metrics port \
+        (the `Authorization: Bearer TOKEN` header; 401 or 403 without). Open without a token, \
+        for probes: grpc.health.v1.Health, ServerLive, ServerReady, /healthz, /readyz. SIGHUP \
+        reads the token file again (a file that fails to parse keeps the tokens in use). Use \
+        tokens with TLS: over plaintext they travel in the clear.
+
+        Readiness (--require-models a,b): /readyz (503), OIP ServerReady and the health \
+        service's overall status ("") are not ready while a listed model is not loaded (it \
+        failed to load, is missing, or was unloaded), and while draining.
         """
     )
 
@@ -151,6 +177,21 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: "Seconds a client has to finish a header block, and a new connection its first frame; 0 turns it off (default 10).")
     var headerTimeout: Double?
 
+    @Option(name: .long, help: ArgumentHelp("TLS: the server's certificate chain (PEM); needs --tls-key. Reloaded on SIGHUP.", valueName: "FILE"))
+    var tlsCert: String?
+
+    @Option(name: .long, help: ArgumentHelp("TLS: the certificate's private key (PEM, unencrypted).", valueName: "FILE"))
+    var tlsKey: String?
+
+    @Option(name: .long, help: ArgumentHelp("Mutual TLS: CA certificates (PEM) client certificates must chain to; a client certificate is then required on the gRPC port.", valueName: "FILE"))
+    var tlsClientCa: String?
+
+    @Option(name: .long, help: ArgumentHelp("Bearer tokens with scopes, one per line: TOKEN SCOPE[,SCOPE...] (infer, admin, metrics). Every gRPC call but health and ServerLive/Ready then needs 'authorization: Bearer TOKEN'. Reloaded on SIGHUP.", valueName: "FILE"))
+    var authTokens: String?
+
+    @Option(name: .long, help: ArgumentHelp("Comma-separated model names that must be loaded for /readyz, ServerReady and the overall health status to say ready.", valueName: "a,b"))
+    var requireModels: String?
+
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical (default info).")
     var logLevel: String = "info"
 
@@ -180,6 +221,11 @@ struct Serve: ParsableCommand {
         var maxConnections: Int?
         var maxConnectionsPerPeer: Int?
         var headerTimeout: Double?
+        var tlsCert: String?
+        var tlsKey: String?
+        var tlsClientCA: String?
+        var authTokens: String?
+        var requireModels: [String]?
         var models: [String: Model]?
     }
 
@@ -237,10 +283,25 @@ struct Serve: ParsableCommand {
         }
         try applyPolicy(to: &options, file: file)
         try applyBudgets(to: &options.transport, file: file)
+        try applySecurity(to: &options, file: file)
 
         signal(SIGPIPE, SIG_IGN)
-        let app = CortadoServerApp(options: options, logger: logger)
         var sources: [DispatchSourceSignal] = []
+        let app = CortadoServerApp(options: options, logger: logger)
+        // SIGHUP reloads the certificate and the tokens (and never stops the server).
+        signal(SIGHUP, SIG_IGN)
+        let reloadable = options.transport.tls != nil || options.authorizer != nil
+        let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
+        hangup.setEventHandler {
+            guard reloadable else {
+                logger.info("signal SIGHUP: nothing to reload (no --tls-cert, no --auth-tokens)")
+                return
+            }
+            logger.info("signal SIGHUP: reloading")
+            app.reload()
+        }
+        hangup.resume()
+        sources.append(hangup)
         for sig in [SIGTERM, SIGINT] {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
@@ -274,6 +335,25 @@ struct Serve: ParsableCommand {
         guard options.policy.sharedMemoryPrefix.hasPrefix("/"), !options.policy.sharedMemoryPrefix.contains("..") else {
             throw ValidationError("--shared-memory-prefix must start with '/' and hold no '..' (shm_open names look like /name)")
         }
+    }
+
+    /// TLS, tokens and required models, from the flags or the config file. Files are checked
+    /// here, so a wrong path stops the start with a message rather than failing every call.
+    func applySecurity(to options: inout CortadoServerApp.Options, file: FileConfig) throws {
+        let cert = tlsCert ?? file.tlsCert, key = tlsKey ?? file.tlsKey, clientCA = tlsClientCa ?? file.tlsClientCA
+        switch (cert, key) {
+        case let (cert?, key?):
+            options.transport.tls = GRPCTLSConfiguration(certificatePath: cert, privateKeyPath: key, clientCAPath: clientCA)
+        case (nil, nil):
+            if clientCA != nil { throw ValidationError("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS first)") }
+        default:
+            throw ValidationError("--tls-cert and --tls-key go together (the certificate and its private key, PEM)")
+        }
+        if let path = authTokens ?? file.authTokens {
+            do { options.authorizer = try CallAuthorizer(path: path) } catch { throw ValidationError("--auth-tokens: \(error)") }
+        }
+        let required = requireModels.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? file.requireModels ?? []
+        options.requiredModels = required.filter { !$0.isEmpty }
     }
 
     /// The per-client budgets, from the flags or the config file; defaults derive from the

@@ -29,6 +29,8 @@ final class GRPCServerCore: GRPCCallCompletion, HTTPRequestCompletion, @unchecke
     /// Request bytes every connection's streams hold, against `maxProcessBuffer`.
     let buffers: GRPCBufferBudget
     var plainConnections = 0
+    /// Where TLS sessions come from (`configuration.tls`), made by `bind()`; nil: plaintext.
+    private(set) var tls: TLSContext?
 
     // Shared with other threads, under the lock.
     private let lock = NSLock()
@@ -73,6 +75,8 @@ final class GRPCServerCore: GRPCCallCompletion, HTTPRequestCompletion, @unchecke
     // MARK: start
 
     func bind() throws -> (grpcPort: Int, httpPort: Int?, restPort: Int?) {
+        // Unusable TLS files stop the start here, before a port is bound.
+        if let settings = configuration.tls { tls = try TLSContext(settings) }
         guard uv_loop_init(loop) == 0 else { throw GRPCServerError.loop("uv_loop_init failed") }
         let me = Unmanaged.passUnretained(self).toOpaque()
         uv_async_init(loop, wake) { handle in
@@ -178,6 +182,14 @@ final class GRPCServerCore: GRPCCallCompletion, HTTPRequestCompletion, @unchecke
             connection.close()
             return
         }
+        if let tls {
+            guard let session = tls.session(for: .http2) else {
+                event(.protocolError(peer: connection.peer, message: "TLS: cannot create a session: \(TLSSession.errors())"))
+                connection.close()
+                return
+            }
+            connection.tls = session
+        }
         guard connection.start() else {
             connection.close()
             return
@@ -200,7 +212,7 @@ final class GRPCServerCore: GRPCCallCompletion, HTTPRequestCompletion, @unchecke
 
     private func acceptPlain(_ server: UnsafeMutablePointer<uv_stream_t>) {
         guard let handler = httpHandler else { return }
-        HTTPPlainConnection.accept(server, loop: loop, core: self, handler: handler)
+        HTTPPlainConnection.accept(server, loop: loop, core: self, handler: handler, tls: tls)
     }
 
     private func acceptREST(_ server: UnsafeMutablePointer<uv_stream_t>) {

@@ -2,12 +2,15 @@ import CLibUV
 import CNGHTTP2
 import Foundation
 
-/// One accepted TCP connection speaking HTTP/2 with prior knowledge (gRPC's h2c): bytes
-/// from libuv go into nghttp2, frames come back out through `flush()`. Loop thread only.
+/// One accepted TCP connection speaking HTTP/2: with prior knowledge (gRPC's h2c), or inside
+/// TLS (`tls`, ALPN h2). Bytes from libuv go into nghttp2 (decrypted first), frames come back
+/// out through `flush()` (encrypted last). Loop thread only.
 final class HTTP2Connection {
     unowned let core: GRPCServerCore
     let tcp: UnsafeMutablePointer<uv_tcp_t>
     private(set) var session: OpaquePointer?
+    /// TLS between the socket and nghttp2; nil: plaintext. Set before `start()`.
+    var tls: TLSSession?
     var streams: [Int32: HTTP2Stream] = [:]
     let readBuffer: UnsafeMutableRawPointer
     static let readBufferSize = 64 * 1024
@@ -96,10 +99,33 @@ final class HTTP2Connection {
 
     // MARK: bytes in
 
-    /// Feeds bytes read from the socket to nghttp2 (less the frames `HTTP2FrameFilter` drops),
-    /// then sends what it produced.
+    /// Bytes read from the socket: decrypted first with TLS (`TLSSession`), then fed to
+    /// nghttp2; then what it produced is sent.
     func received(_ bytes: UnsafeRawBufferPointer) {
-        guard let session, !closing else { return }
+        guard session != nil, !closing else { return }
+        guard let tls else {
+            if deliver(bytes) { flush() }
+            return
+        }
+        // The read buffer is free once the ciphertext is in the BIO: decrypt into it.
+        switch tls.receive(bytes, scratch: readBuffer, capacity: Self.readBufferSize, { deliver($0) }) {
+        case .ok:
+            flush()
+        case .closed:
+            flush()
+            closeAfterWrites()
+        case .failed(let reason):
+            core.event(.protocolError(peer: peer, message: "TLS: \(reason)"))
+            // The alert OpenSSL queued tells the client why (a missing certificate, no h2).
+            writeCiphertext()
+            close()
+        }
+    }
+
+    /// Feeds plaintext to nghttp2 (less the frames `HTTP2FrameFilter` drops). False when the
+    /// connection failed and is closing.
+    private func deliver(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let session, !closing else { return false }
         // The filter hands over spans of the read buffer itself (nghttp2 keeps partial frames
         // between calls), so the bytes are not copied on their way in.
         var failure: Int = 0
@@ -114,17 +140,22 @@ final class HTTP2Connection {
             // nghttp2 queued a GOAWAY for most protocol errors: send it, then close.
             flush()
             close()
-            return
+            return false
         }
-        flush()
+        return !closing
     }
 
     // MARK: bytes out
 
-    /// Serializes every pending frame and writes them in one uv_write. Closes the connection
-    /// when nghttp2 wants neither to read nor to write any more.
+    /// Serializes every pending frame and writes them in one uv_write (through TLS when on).
+    /// Closes the connection when nghttp2 wants neither to read nor to write any more.
     func flush() {
         guard let session, !closing else { return }
+        if let tls, !tls.isEstablished {
+            // Handshake messages only: nghttp2's SETTINGS wait in the session until it is done.
+            writeCiphertext()
+            return
+        }
         while true {
             var chunk: UnsafePointer<UInt8>?
             let n = nghttp2_session_mem_send(session, &chunk)
@@ -137,13 +168,30 @@ final class HTTP2Connection {
             // The chunk is valid only until the next mem_send call.
             outgoing.append(contentsOf: UnsafeBufferPointer(start: chunk, count: n))
         }
-        if !outgoing.isEmpty {
+        if let tls {
+            if !outgoing.isEmpty, let problem = outgoing.withUnsafeBytes({ tls.send($0) }) {
+                core.event(.protocolError(peer: peer, message: "TLS: \(problem)"))
+                close()
+                return
+            }
+            outgoing.removeAll(keepingCapacity: true)
+            writeCiphertext()
+        } else if !outgoing.isEmpty {
             write(outgoing)
             outgoing.removeAll(keepingCapacity: true)
         }
-        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
+        if !closing && nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
             close()
         }
+    }
+
+    /// Ciphertext OpenSSL produced, reused between flushes.
+    private var ciphertext: [UInt8] = []
+
+    /// Sends what TLS has for the socket (records, handshake messages, alerts).
+    private func writeCiphertext() {
+        guard let tls, !closing, tls.takeOutput(into: &ciphertext) else { return }
+        write(ciphertext)
     }
 
     private func write(_ bytes: [UInt8]) {
@@ -243,6 +291,11 @@ final class HTTP2Connection {
         }
         if stream.handler == nil && stream.messageStream == nil {
             answer(stream, status: GRPCStatus(.unimplemented, core.router.missReason(for: stream.path)))
+            return
+        }
+        // Before a byte of the message is admitted: a refused call's body is dropped unread.
+        if let admission = core.router.admission, let refused = admission(stream.path, stream.metadata) {
+            answer(stream, status: refused)
         }
     }
 
@@ -510,6 +563,11 @@ final class HTTP2Connection {
     /// Closes once queued writes are out (uv_shutdown waits for them).
     func closeAfterWrites() {
         guard !closing else { return }
+        if let tls {
+            // close_notify: the client can tell the end from a cut connection.
+            tls.shutdown()
+            writeCiphertext()
+        }
         let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
         request.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         if uv_shutdown(request, stream, { request, _ in

@@ -3,13 +3,14 @@ import CortadoServerProtos
 import Foundation
 
 /// `grpc.health.v1.Health`: SERVING while the server takes calls, NOT_SERVING while it
-/// drains. A service name asks about one service (or a model, by its name).
+/// drains; the overall status ("") is also NOT_SERVING while a required model is missing. A
+/// service name asks about one service (or a model, by its name).
 ///
 /// `Watch` streams the status: the current one at once, then each change (readiness, a model
 /// loaded or unloaded); a name the server does not know reads SERVICE_UNKNOWN, as the health
 /// protocol asks, and the call stays open. When the server drains, watchers get NOT_SERVING
 /// and their calls end (OK), so they do not hold the drain up.
-public final class HealthService: GRPCService, @unchecked Sendable {
+public final class HealthService: ScopedService, @unchecked Sendable {
     public typealias Status = Grpc_Health_V1_HealthCheckResponse.ServingStatus
     public let serviceName = "grpc.health.v1.Health"
     let context: ServerContext
@@ -23,13 +24,16 @@ public final class HealthService: GRPCService, @unchecked Sendable {
     private let lock = NSLock()
     private var watchers: [ObjectIdentifier: Watcher] = [:]
 
+    /// Open with `--auth-tokens` too: Kubernetes' gRPC probes send no token.
+    public var access: [String: MethodAccess] { ["Check": .open, "Watch": .open] }
+
     public init(context: ServerContext, services: @escaping @Sendable () -> [String]) {
         self.context = context
         self.services = services
-        context.observeReadiness { [weak self] ready in
+        context.observeDrain { [weak self] in
             guard let self else { return }
             self.statusesChanged()
-            if !ready { self.endWatches() }
+            self.endWatches()
         }
     }
 
@@ -52,8 +56,12 @@ public final class HealthService: GRPCService, @unchecked Sendable {
     }
 
     func status(of service: String) -> Status {
-        let serving: Status = context.isReady ? .serving : .notServing
-        if service.isEmpty || services().contains(service) { return serving }
+        // The overall status ("") is readiness: NOT_SERVING while draining or while a required
+        // model (--require-models) is not loaded. A service or a loaded model serves unless
+        // the server drains.
+        if service.isEmpty { return context.isReady ? .serving : .notServing }
+        let serving: Status = context.isDraining ? .notServing : .serving
+        if services().contains(service) { return serving }
         if (try? context.repository.model(service)) != nil { return serving }
         return .serviceUnknown
     }
@@ -74,7 +82,7 @@ public final class HealthService: GRPCService, @unchecked Sendable {
             call.finish()
         }
         send(status, to: call)
-        if !context.isReady { endWatches() }
+        if context.isDraining { endWatches() }
     }
 
     private func send(_ status: Status, to call: GRPCServerCall) {

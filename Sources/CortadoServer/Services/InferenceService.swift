@@ -5,7 +5,7 @@ import Foundation
 
 /// `inference.GRPCInferenceService`: the Open Inference Protocol (KServe v2) with the Triton
 /// extensions standard tools use. Core ML features map to tensors as `TensorMapping` says.
-public final class InferenceService: GRPCService, @unchecked Sendable {
+public final class InferenceService: ScopedService, @unchecked Sendable {
     public let serviceName = "inference.GRPCInferenceService"
     let context: ServerContext
     /// Rows per request: the leading dimension every tensor carries.
@@ -15,6 +15,21 @@ public final class InferenceService: GRPCService, @unchecked Sendable {
     static let extensions = ["classification", "model_repository", "model_repository(unload_dependents)", "model_configuration", "system_shared_memory", "statistics", "binary_tensor_data"]
 
     public init(context: ServerContext) { self.context = context }
+
+    /// With `--auth-tokens`. ServerLive and ServerReady stay open: they are KServe's probes
+    /// and say nothing a probe may not know. Model reads and inference need `infer`; the
+    /// repository (index included: it lists what is on disk) and shared memory need `admin`.
+    public var access: [String: MethodAccess] {
+        [
+            "ServerLive": .open, "ServerReady": .open,
+            "ServerMetadata": .scope(.infer), "ModelReady": .scope(.infer), "ModelMetadata": .scope(.infer),
+            "ModelConfig": .scope(.infer), "ModelStatistics": .scope(.infer),
+            "ModelInfer": .scope(.infer), "ModelStreamInfer": .scope(.infer),
+            "RepositoryIndex": .scope(.admin), "RepositoryModelLoad": .scope(.admin), "RepositoryModelUnload": .scope(.admin),
+            "SystemSharedMemoryRegister": .scope(.admin), "SystemSharedMemoryUnregister": .scope(.admin),
+            "SystemSharedMemoryStatus": .scope(.admin),
+        ]
+    }
 
     public var methods: [String: GRPCUnaryHandler] {
         let c = context

@@ -4,7 +4,7 @@ import CortadoServerProtos
 import Foundation
 
 /// `cortado.v1.Predictor`: Cortado's own API, typed feature values for every Core ML type.
-public final class PredictorService: GRPCService, @unchecked Sendable {
+public final class PredictorService: ScopedService, @unchecked Sendable {
     public let serviceName = "cortado.v1.Predictor"
     let context: ServerContext
 
@@ -19,6 +19,12 @@ public final class PredictorService: GRPCService, @unchecked Sendable {
             "List": { [context] call in context.inline(call) { Self.list(context) } },
             "Describe": { [context] call in Self.describe(call, context) },
         ]
+    }
+
+    /// With `--auth-tokens`: predictions and reads need `infer`, changes `admin`.
+    public var access: [String: MethodAccess] {
+        ["Predict": .scope(.infer), "PredictBatch": .scope(.infer), "List": .scope(.infer), "Describe": .scope(.infer),
+         "Load": .scope(.admin), "Unload": .scope(.admin)]
     }
 
     static let service = "predictor"

@@ -17,34 +17,56 @@ public final class ServerContext: @unchecked Sendable {
     /// and one at a time so two loads of one model cannot race.
     let adminQueue = DispatchQueue(label: "cortado.admin")
     public let startedAt = Date()
-    /// False while draining: readiness probes answer NOT_SERVING.
+    /// Models that must be loaded for the server to be ready (`--require-models`).
+    public let requiredModels: [String]
     private let readyLock = NSLock()
-    private var readyFlag = true
+    private var draining = false
+    private var drainObservers: [@Sendable () -> Void] = []
 
     public init(repository: ModelRepository, metrics: ServerMetrics = ServerMetrics(), policy: ServerPolicy = ServerPolicy(),
-                logger: Logger = Logger(label: "cortado")) {
+                requiredModels: [String] = [], logger: Logger = Logger(label: "cortado")) {
         self.repository = repository
         self.policy = policy
         self.metrics = metrics
+        self.requiredModels = requiredModels
         self.logger = logger
     }
 
-    private var readinessObservers: [@Sendable (Bool) -> Void] = []
+    /// Whether the server should get traffic: not draining, and every required model loaded.
+    /// `/readyz`, OIP ServerReady and the health service's overall status all read this, so a
+    /// load balancer never sends calls that a missing model would fail.
+    public var isReady: Bool { readinessProblem == nil }
 
-    public var isReady: Bool {
-        get { readyLock.withLock { readyFlag } }
-        set {
-            let (changed, observers) = readyLock.withLock { () -> (Bool, [@Sendable (Bool) -> Void]) in
-                defer { readyFlag = newValue }
-                return (readyFlag != newValue, readinessObservers)
-            }
-            if changed { for observe in observers { observe(newValue) } }
-        }
+    /// Why the server is not ready, or nil when it is.
+    public var readinessProblem: String? {
+        if isDraining { return "draining" }
+        guard !requiredModels.isEmpty else { return nil }
+        let missing = requiredModels.filter { (try? repository.model($0)) == nil }
+        guard !missing.isEmpty else { return nil }
+        let reasons = Dictionary(repository.index().map { ($0.name, $0.reason) }, uniquingKeysWith: { a, _ in a })
+        return missing.map { name in
+            let reason = reasons[name].flatMap { $0.isEmpty ? nil : $0 } ?? (reasons[name] == nil ? "not in the repository" : "not loaded")
+            return "required model '\(name)' is not loaded: \(reason)"
+        }.joined(separator: "; ")
     }
 
-    /// Calls `body` with the new value whenever readiness changes (the health watchers).
-    func observeReadiness(_ body: @escaping @Sendable (Bool) -> Void) {
-        readyLock.withLock { readinessObservers.append(body) }
+    /// True once a graceful shutdown began.
+    public var isDraining: Bool { readyLock.withLock { draining } }
+
+    /// Starts the drain as far as the services are concerned: readiness turns false and the
+    /// drain observers (health watchers) run, once.
+    public func beginDrain() {
+        let observers = readyLock.withLock { () -> [@Sendable () -> Void] in
+            guard !draining else { return [] }
+            draining = true
+            return drainObservers
+        }
+        for observe in observers { observe() }
+    }
+
+    /// Calls `body` when the drain begins (the health watchers end their watches).
+    func observeDrain(_ body: @escaping @Sendable () -> Void) {
+        readyLock.withLock { drainObservers.append(body) }
     }
 
     func decode<M: SwiftProtobuf.Message>(_ type: M.Type, _ call: GRPCServerCall) throws(GRPCStatus) -> M {
