@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import warnings
@@ -33,6 +32,8 @@ sys.path.insert(0, HERE)
 import common  # noqa: E402
 
 import numpy as np  # noqa: E402
+
+from nn_vs_onnxruntime import cortado_predict, cortado_report, time_ort  # noqa: E402
 
 warnings.filterwarnings("ignore")
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -274,34 +275,6 @@ def ort_session(model, threads):
     return ort.InferenceSession(model.SerializeToString(), o, providers=["CPUExecutionProvider"])
 
 
-def time_ort(session, feeds, iterations, warmup=3):
-    import time
-    for _ in range(warmup):
-        session.run(None, feeds)
-    times = []
-    for _ in range(iterations):
-        t0 = time.perf_counter()
-        session.run(None, feeds)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
-def cortado_report(exe, model, rows, threads, iterations, warmup=3):
-    cmd = [exe, "report", model, "--input", rows, "--threads", str(threads), "--iterations", str(iterations),
-           "--warmup", str(warmup), "--json"]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"cortado report failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    return json.loads(done.stdout)
-
-
-def cortado_predict(exe, model, rows):
-    done = subprocess.run([exe, "predict", model, "--input", rows], capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"cortado predict failed: {done.stderr.strip()[-2000:]}")
-    return json.loads(done.stdout.splitlines()[0])
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", default=common.DEFAULT_BIN)
@@ -329,7 +302,7 @@ def main():
                     rows = os.path.join(work, f"rows{batch}.jsonl")
                     with open(rows, "w") as f:
                         f.write(json.dumps({in_name: {"shape": list(x.shape), "dataType": "FLOAT32", "data": x.reshape(-1).tolist()}}) + "\n")
-                    got = np.asarray(cortado_predict(exe, path, rows)[out_name]["data"]).reshape(ref.shape)
+                    got = np.asarray(cortado_predict(exe, path, rows)[0][out_name]["data"]).reshape(ref.shape)
                     err = float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-6))
                     limit = 3e-2 if fp16 else 1e-4
                     if err > limit:
@@ -339,8 +312,8 @@ def main():
                         feeds = {onnx_model.graph.input[0].name: x}
                         c_times, o_times = [], []
                         for _ in range(a.repeat):
-                            c_times.append(cortado_report(exe, path, rows, t, a.iterations)["medianSeconds"])
-                            o_times.append(time_ort(s, feeds, a.iterations))
+                            c_times.append(cortado_report(exe, path, rows, t, 1, a.iterations, 3)["medianSeconds"])
+                            o_times.append(time_ort(s, feeds, a.iterations, 3))
                         c, o = float(np.median(c_times)), float(np.median(o_times))
                         results.append(dict(case=f"{title} batch {batch}", precision="fp16" if fp16 else "fp32", threads=t,
                                             cortado_ms=c * 1e3, ort_ms=o * 1e3, ratio=o / c, error=err, rows=batch, limit=limit))

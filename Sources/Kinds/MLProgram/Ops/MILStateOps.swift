@@ -6,22 +6,21 @@ enum MILStateOps {
             [.tensor(try call.state("input").value)]
         },
         "coreml_update_state": { call in
-            let cell = try call.state("state")
             let value = try call.tensor("value")
-            guard value.shape == cell.value.shape else {
-                throw call.error("the new value's shape \(value.shape) differs from the state's \(cell.value.shape)")
-            }
-            cell.value = value.converted(to: cell.value.dataType)
+            try store(value, in: try call.state("state"), call)
             return [.tensor(value)]
         },
         "write_state": { call in
-            let cell = try call.state("input")
-            let value = try call.tensor("data")
-            guard value.shape == cell.value.shape else {
-                throw call.error("the new value's shape \(value.shape) differs from the state's \(cell.value.shape)")
-            }
-            cell.value = value.converted(to: cell.value.dataType)
+            try store(try call.tensor("data"), in: try call.state("input"), call)
             return []
         },
     ]
+
+    /// A state keeps its shape and element type for the session's life.
+    static func store(_ value: MILTensor, in cell: MILStateCell, _ call: MILOpCall) throws {
+        guard value.shape == cell.value.shape else {
+            throw call.error("the new value's shape \(value.shape) differs from the state's \(cell.value.shape)")
+        }
+        cell.value = value.converted(to: cell.value.dataType)
+    }
 }
