@@ -74,8 +74,8 @@ class Attack:
                     for sid in list(live):
                         room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size,
                                    len(prefix) + self.message - 1 - live[sid])
-                        if room <= 0:
-                            continue
+                        if room <= 0 or (live[sid] == 0 and room < len(prefix)):
+                            continue  # (the 5-byte message prefix goes in one frame, never split)
                         if live[sid] == 0:
                             chunk = prefix + zeros[:max(0, room - len(prefix))]
                         else:
