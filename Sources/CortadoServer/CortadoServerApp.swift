@@ -28,6 +28,8 @@ public final class CortadoServerApp: @unchecked Sendable {
         public var authorizer: CallAuthorizer?
         /// Models that must be loaded for the server to be ready (`--require-models`).
         public var requiredModels: [String] = []
+        /// Sessions of stateful models: how many, and how long one may idle.
+        public var sessions = SessionRegistry.Limits()
         public init() {}
     }
 
@@ -52,7 +54,8 @@ public final class CortadoServerApp: @unchecked Sendable {
         repository.limitsByModel = options.limitsByModel
         repository.modelKey = key
         repository.modelThreads = threads
-        context = ServerContext(repository: repository, policy: options.policy, requiredModels: options.requiredModels, logger: logger)
+        context = ServerContext(repository: repository, policy: options.policy, requiredModels: options.requiredModels,
+                                sessions: options.sessions, logger: logger)
         let router = self.router
         let health = HealthService(context: context, services: { router.serviceNames })
         let services: [any ScopedService] = [PredictorService(context: context), InferenceService(context: context), health]

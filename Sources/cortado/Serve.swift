@@ -45,7 +45,7 @@ struct Serve: ParsableCommand {
         "maxBatchSize", "maxQueueDelayUs", "modelControl", "pollInterval", "allowSharedMemory", \
         "sharedMemoryPrefix", "maxStreamBuffer", "maxConnectionBuffer", "maxProcessBuffer", \
         "maxConnections", "maxConnectionsPerPeer", "headerTimeout", "tlsCert", "tlsKey", "tlsClientCA", \
-        "authTokens", "requireModels": ["a", "b"], \
+        "authTokens", "requireModels": ["a", "b"], "maxSessions", "sessionIdleTimeout", \
         "models": {"<name>": {"maxConcurrency": N, "maxQueue": N, "maxBatchSize": N, "maxQueueDelayUs": N}}}.
 
         Model control (--model-control, as Triton's --model-control-mode): with none (the \
@@ -192,6 +192,12 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Comma-separated model names that must be loaded for /readyz, ServerReady and the overall health status to say ready.", valueName: "a,b"))
     var requireModels: String?
 
+    @Option(name: .long, help: "Sessions of stateful models (cortado.v1.Predictor CreateSession) open at once; more get RESOURCE_EXHAUSTED (default 256).")
+    var maxSessions: Int?
+
+    @Option(name: .long, help: "Seconds a session may go without a call before it ends and its state is dropped (default 600).")
+    var sessionIdleTimeout: Double?
+
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical (default info).")
     var logLevel: String = "info"
 
@@ -226,6 +232,8 @@ struct Serve: ParsableCommand {
         var tlsClientCA: String?
         var authTokens: String?
         var requireModels: [String]?
+        var maxSessions: Int?
+        var sessionIdleTimeout: Double?
         var models: [String: Model]?
     }
 
@@ -354,6 +362,11 @@ struct Serve: ParsableCommand {
         }
         let required = requireModels.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? file.requireModels ?? []
         options.requiredModels = required.filter { !$0.isEmpty }
+        options.sessions.maxSessions = maxSessions ?? file.maxSessions ?? 256
+        options.sessions.idleSeconds = sessionIdleTimeout ?? file.sessionIdleTimeout ?? 600
+        guard options.sessions.maxSessions >= 0, options.sessions.idleSeconds > 0 else {
+            throw ValidationError("--max-sessions must be ≥ 0 and --session-idle-timeout > 0")
+        }
     }
 
     /// The per-client budgets, from the flags or the config file; defaults derive from the

@@ -54,6 +54,27 @@ public final class ServedModel: @unchecked Sendable {
         }
     }
 
+    private let functionsLock = NSLock()
+    private var functionModels: [String: MLModel] = [:]
+
+    /// The model for one function of a multi-function ML Program: loaded from the same file on
+    /// first use and kept with this version. Empty or the default function: `model`.
+    func model(function: String) throws -> MLModel {
+        if function.isEmpty || function == (model.modelDescription.functionName ?? "main") { return model }
+        return try functionsLock.withLock {
+            if let loaded = functionModels[function] { return loaded }
+            guard let source else {
+                throw GRPCStatus(.failedPrecondition, "model '\(name)' was loaded from bytes: its functions cannot be opened")
+            }
+            var configuration = model.configuration
+            configuration.functionName = function
+            let loaded = try MLModel(file: MLModelFile.open(contentsOf: source, name: name, key: configuration.modelKey),
+                                     configuration: configuration, name: name)
+            functionModels[function] = loaded
+            return loaded
+        }
+    }
+
     private let seriesLock = NSLock()
     private var seriesCache: [(metrics: ObjectIdentifier, service: String, series: ServerMetrics.Series)] = []
 

@@ -1,6 +1,7 @@
 import CortadoCore
 import CortadoGRPC
 import CortadoServerProtos
+import Dispatch
 import Foundation
 
 /// `cortado.v1.Predictor`: Cortado's own API, typed feature values for every Core ML type.
@@ -18,12 +19,21 @@ public final class PredictorService: ScopedService, @unchecked Sendable {
             "Unload": { [context] call in Self.unload(call, context) },
             "List": { [context] call in context.inline(call) { Self.list(context) } },
             "Describe": { [context] call in Self.describe(call, context) },
+            "CreateSession": { [context] call in Self.createSession(call, context) },
+            "EndSession": { [context] call in
+                context.inline(call) { () throws -> Cortado_V1_EndSessionResponse in
+                    let request = try context.decode(Cortado_V1_EndSessionRequest.self, call)
+                    try context.sessions.end(request.session)
+                    return Cortado_V1_EndSessionResponse()
+                }
+            },
         ]
     }
 
     /// With `--auth-tokens`: predictions and reads need `infer`, changes `admin`.
     public var access: [String: MethodAccess] {
         ["Predict": .scope(.infer), "PredictBatch": .scope(.infer), "List": .scope(.infer), "Describe": .scope(.infer),
+         "CreateSession": .scope(.infer), "EndSession": .scope(.infer),
          "Load": .scope(.admin), "Unload": .scope(.admin)]
     }
 
@@ -61,6 +71,10 @@ public final class PredictorService: ScopedService, @unchecked Sendable {
 
     static func predict(_ call: GRPCServerCall, _ context: ServerContext) {
         guard let served = context.admit(Cortado_V1_PredictRequest.self, call, service: service) else { return }
+        if ProtobufPeek.hasNonEmpty(call.request, fields: [5, 6]) {
+            predictWithFunctionOrSession(call, served, context)
+            return
+        }
         let state = JobState<Cortado_V1_PredictRequest>()
         context.infer(call, model: served, service: service, rows: {
             let request = try context.decode(Cortado_V1_PredictRequest.self, call)
@@ -101,6 +115,72 @@ public final class PredictorService: ScopedService, @unchecked Sendable {
             }
             return try response.serializedBytes()
         })
+    }
+
+    /// A prediction of one function of a multi-function program, or in a session (with its
+    /// state): run as one job on the model's scheduler, never batched with other calls (a
+    /// session's predictions must see each other's state updates in order).
+    static func predictWithFunctionOrSession(_ call: GRPCServerCall, _ served: ServedModel, _ context: ServerContext) {
+        do {
+            try served.scheduler.submit {
+                let started = DispatchTime.now().uptimeNanoseconds
+                do {
+                    let request = try context.decode(Cortado_V1_PredictRequest.self, call)
+                    var model = served.model
+                    var version = served.version
+                    var state: MLState?
+                    if !request.session.isEmpty {
+                        let session = try context.sessions.use(request.session, model: request.model)
+                        guard request.function.isEmpty || request.function == session.model.modelDescription.functionName else {
+                            throw GRPCStatus(.invalidArgument, "session '\(request.session)' runs function '\(session.model.modelDescription.functionName ?? "main")'")
+                        }
+                        model = session.model
+                        version = session.served.version
+                        state = session.state
+                    } else {
+                        model = try served.model(function: request.function)
+                    }
+                    let input = try inputs(request.inputs, model: model)
+                    let result = try state.map { try model.prediction(from: input, using: $0) } ?? model.prediction(from: input)
+                    var response = Cortado_V1_PredictResponse()
+                    response.model = served.name
+                    response.version = version
+                    response.outputs = try outputs(result, model: model, wanted: request.outputs)
+                    context.reply(call, response)
+                    context.metrics.observe(model: served.name, service: service, code: .ok,
+                                            seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+                } catch {
+                    let status = ServerContext.status(for: error)
+                    call.fail(status)
+                    context.metrics.observe(model: served.name, service: service, code: status.code,
+                                            seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+                }
+            }
+        } catch {
+            context.rejected(call, model: served.name, service: service, error)
+        }
+    }
+
+    /// CreateSession: a state for one version (and function) of a stateful model.
+    static func createSession(_ call: GRPCServerCall, _ context: ServerContext) {
+        guard let served = context.admit(Cortado_V1_CreateSessionRequest.self, call, service: service) else { return }
+        do {
+            try served.scheduler.submit {
+                do {
+                    let request = try context.decode(Cortado_V1_CreateSessionRequest.self, call)
+                    let model = try served.model(function: request.function)
+                    let session = try context.sessions.create(served: served, model: model)
+                    var response = Cortado_V1_CreateSessionResponse()
+                    response.session = session.id
+                    response.idleTimeoutMs = Int64(context.sessions.limits.idleSeconds * 1000)
+                    context.reply(call, response)
+                } catch {
+                    call.fail(ServerContext.status(for: error))
+                }
+            }
+        } catch {
+            context.rejected(call, model: served.name, service: service, error)
+        }
     }
 
     static func status(_ served: ServedModel) -> Cortado_V1_ModelStatus {

@@ -83,6 +83,24 @@ enum ProtobufPeek {
 
     /// The strings in fields 1 and 2 (the last occurrence wins, as protobuf merges them);
     /// INVALID_ARGUMENT when the bytes are not a well-formed message at the top level.
+    /// True when any of `fields` is present as a non-empty length-delimited field (e.g. a
+    /// PredictRequest's function or session), read without decoding the message.
+    static func hasNonEmpty(_ bytes: [UInt8], fields: Set<UInt64>) -> Bool {
+        bytes.withUnsafeBytes { raw -> Bool in
+            var r = ProtobufReader(raw)
+            while !r.atEnd {
+                guard let (field, wire) = r.key() else { return false }
+                if wire == 2 && fields.contains(field) {
+                    guard let value = r.lengthDelimited() else { return false }
+                    if value.count > 0 { return true }
+                } else if !r.skip(wire: wire) {
+                    return false
+                }
+            }
+            return false
+        }
+    }
+
     static func modelRef(_ bytes: [UInt8], message: String) throws(GRPCStatus) -> ModelRef {
         var ref = ModelRef()
         let ok = bytes.withUnsafeBytes { raw -> Bool in

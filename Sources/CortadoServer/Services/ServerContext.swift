@@ -23,9 +23,14 @@ public final class ServerContext: @unchecked Sendable {
     private var draining = false
     private var drainObservers: [@Sendable () -> Void] = []
 
+    /// Sessions of stateful models (their states live here between calls).
+    public let sessions: SessionRegistry
+
     public init(repository: ModelRepository, metrics: ServerMetrics = ServerMetrics(), policy: ServerPolicy = ServerPolicy(),
-                requiredModels: [String] = [], logger: Logger = Logger(label: "cortado")) {
+                requiredModels: [String] = [], sessions: SessionRegistry.Limits = SessionRegistry.Limits(),
+                logger: Logger = Logger(label: "cortado")) {
         self.repository = repository
+        self.sessions = SessionRegistry(limits: sessions)
         self.policy = policy
         self.metrics = metrics
         self.requiredModels = requiredModels
