@@ -234,7 +234,11 @@ PREDICTOR_NUMBERS = {
     "FeatureValue": {"int64_value": 1, "double_value": 2, "string_value": 3, "multi_array": 4,
                      "dictionary": 5, "image": 6, "sequence": 7},
     "Feature": {"name": 1, "value": 2},
-    "PredictRequest": {"model": 1, "version": 2, "inputs": 3, "outputs": 4},
+    "PredictRequest": {"model": 1, "version": 2, "inputs": 3, "outputs": 4, "function": 5, "session": 6},
+    "CreateSessionRequest": {"model": 1, "version": 2, "function": 3},
+    "CreateSessionResponse": {"session": 1, "idle_timeout_ms": 2},
+    "EndSessionRequest": {"session": 1},
+    "EndSessionResponse": {},
     "PredictResponse": {"model": 1, "version": 2, "outputs": 3},
     "Row": {"features": 1},
     "PredictBatchRequest": {"model": 1, "version": 2, "rows": 3, "outputs": 4},
@@ -277,7 +281,7 @@ def test_predictor_numbers_are_stable(ours):
     for name, want in PREDICTOR_ENUMS.items():
         assert {v.name: v.number for v in enums[name].value} == want, name
     assert [m.name for m in fp.service[0].method] == [
-        "Predict", "PredictBatch", "Load", "Unload", "List", "Describe"]
+        "Predict", "PredictBatch", "Load", "Unload", "List", "Describe", "CreateSession", "EndSession"]
 
 
 def test_predictor_keeps_maps_off_the_prediction_path(ours):
