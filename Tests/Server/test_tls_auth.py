@@ -31,7 +31,12 @@ import tritonclient.grpc as tc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-import conftest
+# This folder's conftest by its path: under one pytest run of several test folders the bare
+# name `conftest` may be another folder's.
+import importlib.util as _importlib_util
+_spec = _importlib_util.spec_from_file_location("server_conftest_tls", Path(__file__).with_name("conftest.py"))
+conftest = _importlib_util.module_from_spec(_spec)
+_spec.loader.exec_module(conftest)
 import test_open_inference as oip
 from test_predictor import P, as_dict, check_outputs, expect_error, raw_call, row_features
 
