@@ -17,6 +17,8 @@ import tritonclient.grpc as tgrpc
 import tritonclient.http as thttp
 from tritonclient.utils import InferenceServerException
 
+from test_open_inference import check
+
 MAX_MESSAGE = 1_000_000
 # The module's server loads and unloads models; its bodies are limited to MAX_MESSAGE bytes.
 SERVER_ARGS = ["--model-control", "explicit", "--max-message-size", str(MAX_MESSAGE)]
@@ -59,25 +61,6 @@ def http_inputs(case, rows, binary):
         t.set_data_from_numpy(data, binary_data=binary)
         out.append(t)
     return out
-
-
-def check(case, rows, result):
-    n = len(rows)
-    for name, want in case.expected.items():
-        got = result.as_numpy(name)
-        assert got is not None, f"{case.name}: no output {name}"
-        if case.name == "half":
-            assert got.dtype == np.float16 and got.shape == (n, 2, 3)
-            assert got.tobytes() == np.ascontiguousarray(want[list(rows)]).tobytes()
-        elif name == "species":
-            assert got.shape == (n, 1)
-            assert [g.decode() if isinstance(g, bytes) else g for g in got[:, 0]] == [want[i] for i in rows]
-        else:
-            w = np.asarray(want)[list(rows)]
-            if w.ndim == 1:
-                w = w.reshape(-1, 1)
-            assert got.dtype == np.float64 and got.shape == w.shape, (got.dtype, got.shape, w.shape)
-            np.testing.assert_allclose(got, w, rtol=case.rtol, atol=case.atol, err_msg=f"{case.name} {name}")
 
 
 def expect_error(fn, status, *words):
