@@ -13,10 +13,8 @@ the file as written (coremltools' optimisation passes would otherwise fold or fu
 `precision="fp16"` converts with compute_precision=FLOAT16 and the default passes, as users do.
 """
 
-import json
 import os
 import subprocess
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -29,7 +27,7 @@ import coremltools as ct  # noqa: E402
 from coremltools.converters.mil import Builder as mb  # noqa: E402
 from coremltools.converters.mil.mil import types  # noqa: E402
 
-from nnharness import REPO as REPO_ROOT, assert_close, cortado_command, rng  # noqa: E402,F401
+from nnharness import REPO as REPO_ROOT, assert_close, cortado_command, rng, run_cortado  # noqa: E402,F401
 
 DTYPES = {np.float32: "FLOAT32", np.float16: "FLOAT16", np.int32: "INT32", np.float64: "DOUBLE"}
 
@@ -76,20 +74,10 @@ def decode(v):
 
 
 def predict(model_path, rows, extra_args=(), expect_failure=False, timeout=300):
-    """Runs `cortado predict` on a list of input rows; returns the decoded output rows, or
-    (returncode, stderr) when expect_failure."""
-    with tempfile.TemporaryDirectory() as tmp:
-        inp = Path(tmp) / "rows.jsonl"
-        inp.write_text("".join(json.dumps({k: encode(v) for k, v in row.items()}) + "\n" for row in rows))
-        proc = subprocess.run(cortado_command() + ["predict", str(model_path), "--input", str(inp), *extra_args],
-                              capture_output=True, text=True, timeout=timeout)
-    if expect_failure:
-        assert proc.returncode != 0, f"expected a failure, got:\n{proc.stdout[:2000]}"
-        return proc.returncode, proc.stderr
-    assert proc.returncode == 0, f"cortado predict failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
-    lines = [l for l in proc.stdout.splitlines() if l.strip()]
-    assert len(lines) == len(rows), f"{len(rows)} rows in, {len(lines)} lines out:\n{proc.stdout[:2000]}"
-    return [{k: decode(v) for k, v in json.loads(l).items()} for l in lines]
+    """Runs `cortado predict` on a list of input rows (arrays keep their own dtype); returns
+    the decoded output rows, or (returncode, stderr) when expect_failure."""
+    return run_cortado(model_path, rows, extra_args=extra_args, expect_failure=expect_failure, timeout=timeout,
+                       encode=encode, decode=decode)
 
 
 def run_program(prog, inputs, tmp_path, precision="fp32", keep_ops=True, **kwargs):

@@ -68,14 +68,16 @@ def decode_output(v):
     return v
 
 
-def run_cortado(model_path, rows, extra_args=(), expect_failure=False, timeout=300):
+def run_cortado(model_path, rows, extra_args=(), expect_failure=False, timeout=300, encode=None, decode=None):
     """Runs `cortado predict` on rows (dicts of feature → ndarray or JSON value). Returns the
-    decoded output rows, or (returncode, stderr) when expect_failure."""
+    decoded output rows, or (returncode, stderr) when expect_failure. `encode` / `decode`
+    replace how a value is written to and read from JSON (default: arrays as DOUBLE)."""
+    encode, decode = encode or encode_input, decode or decode_output
     with tempfile.TemporaryDirectory() as tmp:
         inp = Path(tmp) / "rows.jsonl"
         with inp.open("w") as f:
             for row in rows:
-                f.write(json.dumps({k: encode_input(v) for k, v in row.items()}) + "\n")
+                f.write(json.dumps({k: encode(v) for k, v in row.items()}) + "\n")
         proc = subprocess.run(cortado_command() + ["predict", str(model_path), "--input", str(inp), *extra_args],
                               capture_output=True, text=True, timeout=timeout)
     if expect_failure:
@@ -84,7 +86,7 @@ def run_cortado(model_path, rows, extra_args=(), expect_failure=False, timeout=3
     assert proc.returncode == 0, f"cortado predict failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
     lines = [l for l in proc.stdout.splitlines() if l.strip()]
     assert len(lines) == len(rows), f"{len(rows)} rows in, {len(lines)} lines out:\n{proc.stdout[:2000]}"
-    return [{k: decode_output(v) for k, v in json.loads(l).items()} for l in lines]
+    return [{k: decode(v) for k, v in json.loads(l).items()} for l in lines]
 
 
 def predict(spec, rows, tmp_path, **kwargs):
