@@ -80,7 +80,8 @@ def test_runtime_stage_user_ports_health_and_entrypoint():
 
 
 def test_runtime_packages_are_the_libraries_named_in_the_design():
-    assert runtime_packages() == ["libuv1", "libnghttp2-14", "libopenblas0", "libpng16-16", "libjpeg62-turbo", "libjemalloc2"]
+    assert runtime_packages() == ["libuv1", "libnghttp2-14", "libopenblas0", "libpng16-16", "libjpeg62-turbo", "libjemalloc2",
+                                  "libssl3", "libhttp-parser2.9"]
 
 
 def installed_packages():
