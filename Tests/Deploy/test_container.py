@@ -66,7 +66,7 @@ def test_runtime_stage_user_ports_health_and_entrypoint():
     (user,) = final("USER")
     uid, gid = user.split(":")
     assert int(uid) >= 1000 and int(gid) >= 1000, "numeric and not root, for runAsNonRoot"
-    assert final("EXPOSE") == ["8001 8002"]
+    assert final("EXPOSE") == ["8000 8001 8002"]
     assert final("STOPSIGNAL") == ["SIGTERM"]
     (health,) = final("HEALTHCHECK")
     command = json.loads(health.split(" CMD ", 1)[1])

@@ -201,8 +201,8 @@ def test_deployment_probes_security_and_drain(name):
     # Zero failed requests in a rollout: no old pod goes before a new one is ready.
     assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
     # The server listens where the probes and the Service look.
-    assert config["host"] == "0.0.0.0" and config["port"] == 8001 and config["metricsPort"] == 8002
-    assert {p["containerPort"] for p in container["ports"]} == {8001, 8002}
+    assert config["host"] == "0.0.0.0" and config["port"] == 8001 and config["metricsPort"] == 8002 and config["httpPort"] == 8000
+    assert {p["containerPort"] for p in container["ports"]} == {8000, 8001, 8002}
 
 
 @pytest.mark.parametrize("name", list(RENDERS))
