@@ -57,7 +57,11 @@ enum MILElementwiseOps {
         }
 
         // Each written out with its closures at the call, so the loops specialise on them.
-        k["add"] = { call in [.tensor(try binary(call, { $0 + $1 }, { $0 &+ $1 }))] }
+        k["add"] = { call in
+            var sum = try binary(call, { $0 + $1 }, { $0 &+ $1 })
+            if try call.string(MILFusion.activationInput, default: "") == "relu" { sum.clampBelowZero() }
+            return [.tensor(sum)]
+        }
         k["sub"] = { call in [.tensor(try binary(call, { $0 - $1 }, { $0 &- $1 }))] }
         k["mul"] = { call in [.tensor(try binary(call, { $0 * $1 }, { $0 &* $1 }))] }
         k["real_div"] = { call in [.tensor(try binary(call, { $0 / $1 }, nil))] }
@@ -180,5 +184,23 @@ enum MILElementwiseOps {
         }
         let a = x.floats, b = y.floats
         return MILTensor(bools: (0..<ix.count).map { f(a[ix[$0]], b[iy[$0]]) }, shape: shape)
+    }
+}
+
+extension MILTensor {
+    /// max(x, 0) in place (a ReLU the planner folded into the op that made this tensor).
+    mutating func clampBelowZero() {
+        switch storage {
+        case .float(var v):
+            storage = .float([])  // v is now the only reference: no copy while it is clamped
+            for i in v.indices where v[i] < 0 { v[i] = 0 }
+            storage = .float(v)
+        case .int(var v):
+            storage = .int([])
+            for i in v.indices where v[i] < 0 { v[i] = 0 }
+            storage = .int(v)
+        default:
+            break
+        }
     }
 }

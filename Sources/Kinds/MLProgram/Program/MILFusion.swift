@@ -1,10 +1,11 @@
-/// Fusions the planner makes once at load: a ReLU that alone reads a convolution's or a linear
-/// layer's result runs inside that op (in the convolution kernel's epilogue, while the tile is
-/// in cache) instead of as a pass of its own over memory.
+/// Fusions the planner makes once at load: a ReLU that alone reads a convolution's, a linear
+/// layer's or an addition's result (a residual block's) runs inside that op (in the
+/// convolution kernel's epilogue while the tile is in cache, or over the op's own fresh
+/// output) instead of as a pass of its own that reads one array and allocates another.
 enum MILFusion {
     /// The constant input a fused op reads to learn its activation ("relu").
     static let activationInput = "__fused_activation"
-    static let producers: Set<String> = ["conv", "linear"]
+    static let producers: Set<String> = ["conv", "linear", "add"]
 
     /// The steps with each fusable pair merged; `fused` counts the pairs by name.
     static func fuse(_ steps: [MILStep], outputs: [MILArgument], fused: inout [String: Int]) -> [MILStep] {
