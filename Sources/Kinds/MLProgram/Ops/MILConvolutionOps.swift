@@ -53,7 +53,7 @@ enum MILConvolutionOps {
             }
         }
         try addBias(call, &out, channels: cout, planeSize: cols)
-        if relu { for i in out.indices where out[i] < 0 { out[i] = 0 } }
+        if relu { for i in out.indices { out[i] = Swift.max(out[i], 0) } }
         return MILTensor(floats: out, shape: [n, cout] + g.declaredOutput, dataType: x.dataType)
     }
 

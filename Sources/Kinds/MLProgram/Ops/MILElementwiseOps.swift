@@ -193,11 +193,11 @@ extension MILTensor {
         switch storage {
         case .float(var v):
             storage = .float([])  // v is now the only reference: no copy while it is clamped
-            for i in v.indices where v[i] < 0 { v[i] = 0 }
+            for i in v.indices { v[i] = Swift.max(v[i], 0) }
             storage = .float(v)
         case .int(var v):
             storage = .int([])
-            for i in v.indices where v[i] < 0 { v[i] = 0 }
+            for i in v.indices { v[i] = Swift.max(v[i], 0) }
             storage = .int(v)
         default:
             break

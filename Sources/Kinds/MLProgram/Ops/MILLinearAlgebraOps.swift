@@ -22,7 +22,7 @@ enum MILLinearAlgebraOps {
             let xv = x.floats, wv = w.floats
             gemm(rows, dout, din, xv, transA: false, wv, transB: true, &out, beta: 1, threads: call.threads)
             if try call.string(MILFusion.activationInput, default: "") == "relu" {
-                for i in out.indices where out[i] < 0 { out[i] = 0 }
+                for i in out.indices { out[i] = Swift.max(out[i], 0) }
             }
             return [.tensor(MILTensor(floats: out, shape: Array(x.shape.dropLast()) + [dout], dataType: x.dataType))]
         },
