@@ -118,38 +118,15 @@ enum MILShapeOps {
         "slice_by_index": { call in
             let x = try call.tensor("x")
             let r = x.rank
-            let begin = try call.ints("begin"), end = try call.ints("end")
-            let strides = try call.ints("stride", default: [Int](repeating: 1, count: r))
-            let beginMask = try call.optionalTensor("begin_mask")?.bools ?? [Bool](repeating: false, count: r)
-            let endMask = try call.optionalTensor("end_mask")?.bools ?? [Bool](repeating: false, count: r)
-            let squeezeMask = try call.optionalTensor("squeeze_mask")?.bools ?? [Bool](repeating: false, count: r)
-            guard begin.count == r, end.count == r, strides.count == r else { throw call.error("begin, end and stride need \(r) values") }
-            var ranges: [[Int]] = []
-            var keep: [Bool] = []
-            for d in 0..<r {
-                let n = x.shape[d], s = strides[d]
-                guard s != 0 else { throw call.error("stride 0 on axis \(d)") }
-                if squeezeMask[d] {
-                    var b = begin[d] < 0 ? begin[d] + n : begin[d]
-                    if beginMask[d] { b = s > 0 ? 0 : n - 1 }
-                    guard b >= 0 && b < n else { throw call.error("index \(begin[d]) is out of range for axis \(d) of \(x.shape)") }
-                    ranges.append([b]); keep.append(false)
-                    continue
-                }
-                var b = begin[d], e = end[d]
-                if s > 0 {
-                    b = beginMask[d] ? 0 : (b < 0 ? Swift.max(b + n, 0) : Swift.min(b, n))
-                    e = endMask[d] ? n : (e < 0 ? Swift.max(e + n, 0) : Swift.min(e, n))
-                    ranges.append(b < e ? Array(stride(from: b, to: e, by: s)) : [])
-                } else {
-                    b = beginMask[d] ? n - 1 : (b < 0 ? Swift.max(b + n, -1) : Swift.min(b, n - 1))
-                    e = endMask[d] ? -1 : (e < 0 ? Swift.max(e + n, -1) : Swift.min(e, n - 1))
-                    ranges.append(b > e ? Array(stride(from: b, to: e, by: s)) : [])
-                }
-                keep.append(true)
-            }
+            let none = [Bool](repeating: false, count: r)
+            let (ranges, kept) = try MILTensorOps.sliceRanges(
+                x.shape, begin: try call.ints("begin"), end: try call.ints("end"),
+                stride: try call.ints("stride", default: [Int](repeating: 1, count: r)),
+                beginMask: try call.optionalTensor("begin_mask")?.bools ?? none,
+                endMask: try call.optionalTensor("end_mask")?.bools ?? none,
+                squeezeMask: try call.optionalTensor("squeeze_mask")?.bools ?? none, call: call)
             var out = select(x, ranges)
-            out.shape = zip(out.shape, keep).filter(\.1).map(\.0)
+            out.shape = zip(out.shape, kept).filter(\.1).map(\.0)
             return [.tensor(out)]
         },
     ]
