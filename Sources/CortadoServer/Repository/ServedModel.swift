@@ -60,7 +60,14 @@ public final class ServedModel: @unchecked Sendable {
     /// The model for one function of a multi-function ML Program: loaded from the same file on
     /// first use and kept with this version. Empty or the default function: `model`.
     func model(function: String) throws -> MLModel {
-        if function.isEmpty || function == (model.modelDescription.functionName ?? "main") { return model }
+        let description = model.modelDescription
+        if function.isEmpty || function == (description.functionName ?? "main") { return model }
+        // Checked against the description first: a name the model lacks never reaches the
+        // file (a client repeating a wrong name costs no parse of the model per call).
+        guard description.functionNames.contains(function) else {
+            let names = description.functionNames.isEmpty ? "one function" : "functions \(description.functionNames.joined(separator: ", "))"
+            throw GRPCStatus(.invalidArgument, "model '\(name)' has no function '\(function)' (it has \(names))")
+        }
         return try functionsLock.withLock {
             if let loaded = functionModels[function] { return loaded }
             guard let source else {
