@@ -167,12 +167,3 @@ enum MILFeatureIO {
         return try MLImage(width: w, height: h, pixelFormat: .rgb8, data: data)
     }
 }
-
-extension MILTensor {
-    /// fp16 values rounded to what fp16 holds.
-    func roundedToHalf() -> MILTensor {
-        guard case .float(var f) = storage else { return self }
-        for i in f.indices { f[i] = Float(Float16(f[i])) }
-        return MILTensor(floats: f, shape: shape, dataType: dataType)
-    }
-}

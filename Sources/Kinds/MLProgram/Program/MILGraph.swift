@@ -104,8 +104,10 @@ final class MILRunner {
             }
             for slot in block.releases[i] { frame.slots[slot] = nil }
         }
-        let call = MILOpCall(step: block.steps.last ?? MILRunner.emptyStep, frame: frame, runner: self)
-        return try block.outputs.map { try call.resolve($0) }
+        return try block.outputs.map { output in
+            guard let value = frame.value(output) else { throw MILError.invalid("block", "an output was not computed") }
+            return value
+        }
     }
 
     func execute(_ step: MILStep, frame: MILFrame) throws {
@@ -123,19 +125,10 @@ final class MILRunner {
     /// (fp16 outputs rounded to fp16), the shape checked against fixed declared dimensions.
     static func conform(_ value: MILValue, to type: MILType, call: MILOpCall, output: Int) throws -> MILValue {
         guard case .tensor(var t) = value, case .tensor(let dt, let dims) = type else { return value }
-        if t.dataType != dt || dt == .fp16 || dt == .bf16 {
-            if t.dataType == dt, case .float(var f) = t.storage {
-                t.storage = .float([]) // drop the reference so the rounding below does not copy
-                for i in f.indices { f[i] = dt.round(f[i]) }
-                t.storage = .float(f)
-            } else {
-                t = t.converted(to: dt)
-                if dt == .fp16, t.dataType == .fp16, case .float(var f) = t.storage {
-                    t.storage = .float([])
-                    for i in f.indices { f[i] = dt.round(f[i]) }
-                    t.storage = .float(f)
-                }
-            }
+        if t.dataType != dt {
+            t = t.converted(to: dt)  // rounds when it narrows to fp16 or bf16
+        } else if dt == .fp16 || dt == .bf16 {
+            t.roundToStoredPrecision()  // computed in Float: stored as the narrow type holds it
         }
         if let dims {
             let fixed = dims.count == t.rank && zip(dims, t.shape).allSatisfy { $0.0 == nil || $0.0 == $0.1 }
@@ -145,7 +138,4 @@ final class MILRunner {
         }
         return .tensor(t)
     }
-
-    nonisolated(unsafe) static let emptyStep = MILStep(type: "block", name: "block", kernel: { _ in [] }, inputs: [:], outputSlots: [], outputNames: [],
-                                   outputTypes: [], blocks: [])
 }

@@ -21,6 +21,14 @@ final class MILFrame {
         self.states = states
         self.threads = threads
     }
+
+    /// An argument's value: the constant, or the slot's (nil when not computed yet).
+    func value(_ a: MILArgument) -> MILValue? {
+        switch a {
+        case .constant(let v): return v
+        case .slot(let i, _): return slots[i]
+        }
+    }
 }
 
 /// An operation's view of its inputs while it runs.
@@ -42,12 +50,11 @@ public struct MILOpCall {
     public func error(_ why: String) -> MILError { .invalid("\(step.type) '\(step.name)'", why) }
 
     func resolve(_ a: MILArgument) throws -> MILValue {
-        switch a {
-        case .constant(let v): return v
-        case .slot(let i, let n):
-            guard let v = frame.slots[i] else { throw error("the value '\(n)' was not computed before it is read") }
-            return v
+        guard let v = frame.value(a) else {
+            if case .slot(_, let n) = a { throw error("the value '\(n)' was not computed before it is read") }
+            throw error("a value was not computed before it is read")
         }
+        return v
     }
 
     public func has(_ input: String) -> Bool { step.inputs[input] != nil }

@@ -154,6 +154,14 @@ public struct MILTensor: Sendable {
         return []
     }
 
+    /// Float elements rounded to what this tensor's (fp16 or bf16) type stores, in place.
+    public mutating func roundToStoredPrecision() {
+        guard case .float(var f) = storage, dataType == .fp16 || dataType == .bf16 else { return }
+        storage = .float([])  // f is now the only reference: rounded without a copy
+        for i in f.indices { f[i] = dataType.round(f[i]) }
+        storage = .float(f)
+    }
+
     /// The same elements held as `type` (a C-style conversion: floats truncate toward zero
     /// into integers; fp16 rounds).
     public func converted(to type: MILDataType) -> MILTensor {
