@@ -47,10 +47,12 @@ def proto_cases():
     return [(name, int(num)) for name, num in re.findall(r"^\s*\S+\s+(\w+)\s*=\s*(\d+);", body, re.M)]
 
 
-def supported(cortado):
-    out = subprocess.run([cortado, "inspect", "--layers-supported"], capture_output=True, text=True, check=True).stdout
+def listing(cortado, flag, title):
+    """(the count line, {part: status}) of one list `cortado inspect FLAG` prints, the one whose
+    count line starts with `title`."""
+    out = subprocess.run([cortado, "inspect", flag], capture_output=True, text=True, check=True).stdout
     lines = out.splitlines()
-    start = next(i for i, l in enumerate(lines) if l.startswith("neural-network layer types:"))
+    start = next(i for i, l in enumerate(lines) if l.startswith(title))
     status = {}
     for line in lines[start + 1:]:
         if not line.startswith("  "):
@@ -58,6 +60,31 @@ def supported(cortado):
         name, rest = line.split(None, 1)
         status[name] = rest.strip()
     return lines[start], status
+
+
+def supported(cortado):
+    return listing(cortado, "--layers-supported", "neural-network layer types:")
+
+
+def status_cell(status, files, remark=None, note=None):
+    """A table cell: runs (and where it is tested), cannot (and why), or not yet."""
+    if status == "runs":
+        cell = "runs, tested in " + ", ".join(f"`{f}`" for f in files) if files else "runs, **not tested**"
+        return cell + (f" ({remark})" if remark else "")
+    if status.startswith("no — "):
+        return "cannot: " + status[len("no — "):]
+    return "not yet" + (f" — {note}" if note else "")
+
+
+def write_or_check(doc, text, script, check):
+    """Writes the generated doc, or with `check` exits 1 when the file differs from it."""
+    if check:
+        if not doc.exists() or doc.read_text() != text:
+            print(f"{doc} is stale: run scripts/{script}", file=sys.stderr)
+            sys.exit(1)
+        return
+    doc.write_text(text)
+    print(f"wrote {doc}")
 
 
 def tested_in():
@@ -83,16 +110,7 @@ def render(cortado):
     runs = sum(1 for name, _ in cases if status.get(name) == "runs")
     rows = []
     for name, number in cases:
-        s = status.get(name, "missing from cortado's list")
-        if s == "runs":
-            files = tests.get(name, [])
-            cell = "runs, tested in " + ", ".join(f"`{f}`" for f in files) if files else "runs, **not tested**"
-            if name in REMARKS:
-                cell += f" ({REMARKS[name]})"
-        elif s.startswith("no — "):
-            cell = "cannot: " + s[len("no — "):]
-        else:
-            cell = "not yet" + (f" — {NOTES[name]}" if name in NOTES else "")
+        cell = status_cell(status.get(name, "missing from cortado's list"), tests.get(name, []), REMARKS.get(name), NOTES.get(name))
         rows.append(f"| {number} | `{name}` | {cell} |")
     return "\n".join([
         "# Neural-network layer types",
@@ -117,14 +135,7 @@ def main():
     p.add_argument("--check", action="store_true")
     args = p.parse_args()
     text = render(args.cortado)
-    if args.check:
-        if not DOC.exists() or DOC.read_text() != text:
-            print(f"{DOC} is stale: run scripts/layers_table.py", file=sys.stderr)
-            sys.exit(1)
-        return
-    DOC.write_text(text)
-    print(f"wrote {DOC}")
-
+    write_or_check(DOC, text, "layers_table.py", args.check)
 
 if __name__ == "__main__":
     main()

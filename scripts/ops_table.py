@@ -12,9 +12,11 @@ Usage (with the test venv's python): scripts/ops_table.py [--cortado BIN] [--che
 
 import argparse
 import ast
-import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from layers_table import listing, status_cell, write_or_check  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "Tests" / "MLProgram"
@@ -45,15 +47,7 @@ def opsets():
 
 
 def supported(cortado):
-    out = subprocess.run([cortado, "inspect", "--ops-supported"], capture_output=True, text=True, check=True).stdout
-    lines = out.splitlines()
-    status = {}
-    for line in lines[1:]:
-        if not line.startswith("  "):
-            break
-        name, rest = line.split(None, 1)
-        status[name] = rest.strip()
-    return lines[0], status
+    return listing(cortado, "--ops-supported", "ML Program operations")
 
 
 def tested_in():
@@ -75,16 +69,8 @@ def render(cortado):
     runs = sum(1 for name in ops if status.get(name) == "runs")
     rows = []
     for name, sets in ops.items():
-        s = status.get(name, "missing from cortado's list")
-        if s == "runs":
-            files = tests.get(name, [])
-            cell = "runs, tested in " + ", ".join(f"`{f}`" for f in files) if files else "runs, **not tested**"
-            if name in REMARKS:
-                cell += f" ({REMARKS[name]})"
-        elif s.startswith("no — "):
-            cell = "does not run: " + s[len("no — "):]
-        else:
-            cell = "not yet"
+        cell = status_cell(status.get(name, "missing from cortado's list"), tests.get(name, []), REMARKS.get(name))
+        cell = cell.replace("cannot: ", "does not run: ", 1)
         rows.append(f"| `{name}` | {', '.join(sets)} | {cell} |")
     return "\n".join([
         "# ML Program operations",
@@ -110,14 +96,7 @@ def main():
     p.add_argument("--check", action="store_true")
     args = p.parse_args()
     text = render(args.cortado)
-    if args.check:
-        if DOC.read_text() != text:
-            print("docs/ops.md is stale: run scripts/ops_table.py", file=sys.stderr)
-            sys.exit(1)
-        return
-    DOC.write_text(text)
-    print(f"wrote {DOC.relative_to(ROOT)}")
-
+    write_or_check(DOC, text, "ops_table.py", args.check)
 
 if __name__ == "__main__":
     main()
