@@ -6,6 +6,7 @@ it pins every numerical library to one thread, the benchmarks' definition of a f
 import json
 import logging
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -144,3 +145,26 @@ def write_summary(path, benchmark, description, results):
         return
     with open(path, "w") as f:
         json.dump({"benchmark": benchmark, "description": description, "results": results}, f, indent=1)
+
+
+def cpu_model():
+    """The CPU model /proc/cpuinfo names (figures are quoted with it)."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def cpu_flags():
+    """The widest vector instruction set the CPU has: AVX-512, AVX2+FMA or SSE."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                return "AVX-512" if "avx512f" in flags else ("AVX2+FMA" if "avx2" in flags else "SSE")
+    except OSError:
+        pass
+    return "?"

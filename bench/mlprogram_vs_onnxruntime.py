@@ -22,7 +22,6 @@ Usage: .venv/bin/python bench/mlprogram_vs_onnxruntime.py [--bin .build/release]
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import warnings
@@ -37,27 +36,6 @@ from nn_vs_onnxruntime import cortado_predict, cortado_report, time_ort  # noqa:
 
 warnings.filterwarnings("ignore")
 os.environ.setdefault("TQDM_DISABLE", "1")
-
-
-def cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def cpu_flags():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                return "AVX-512" if "avx512f" in flags else ("AVX2+FMA" if "avx2" in flags else "SSE")
-    except OSError:
-        pass
-    return "?"
 
 
 # ---------------------------------------------------------------------------- weights
@@ -286,7 +264,10 @@ def main():
     a = p.parse_args()
     exe = common.resolve_bin(a.bin, "cortado")
     common.quiet_coremltools()
-    print(f"CPU: {cpu_model()} ({cpu_flags()}); Cortado ML Program kernels: OpenBLAS sgemm + Swift loops")
+    isa = common.cpu_flags()
+    path = ("Cortado's AVX-512 GEMM and direct convolution" if isa == "AVX-512"
+            else "OpenBLAS sgemm, convolutions as im2col + sgemm")
+    print(f"CPU: {common.cpu_model()} ({isa}); Cortado's ML Program kernel path: {path}; other ops: Swift loops")
     results = []
     with tempfile.TemporaryDirectory(prefix="cortado-mlprogram-") as work:
         nets = [("ResNet-style CNN", cnn_weights(), cnn_program, cnn_onnx, (3, 64, 64)),
@@ -323,7 +304,7 @@ def main():
     print("\nratio = onnxruntime time ÷ Cortado time (above 1: Cortado is faster); medians of alternating rounds;"
           " onnxruntime always runs fp32.")
     # bench/run_all.py's summary rows (CPU time is not measured here: its ratio is left NaN).
-    common.write_summary(a.summary, "mlprogram_vs_onnxruntime", f"ML Programs vs onnxruntime on {cpu_model()}", [
+    common.write_summary(a.summary, "mlprogram_vs_onnxruntime", f"ML Programs vs onnxruntime on {common.cpu_model()}", [
         dict(case=f"ML Program {r['case']} {r['precision']} {r['threads']}t", reference="ort",
              cortado_rows_per_second=r["rows"] / (r["cortado_ms"] / 1e3), reference_rows_per_second=r["rows"] / (r["ort_ms"] / 1e3),
              wall_ratio=r["ratio"], cpu_ratio=float("nan"), agree=True, max_error=r["error"], tolerance=r["limit"])
