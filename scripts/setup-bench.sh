@@ -4,7 +4,7 @@
 # and .venv-bench: MLServer with its scikit-learn and XGBoost runtimes (kept apart from .venv,
 # whose protobuf and grpcio pins coremltools needs) plus nvidia-cuda-runtime-cu12, only for the
 # libcudart.so.12 perf_analyzer links against (no GPU is used); libgrpc++-dev for the gRPC-core
-# client bench/grpc_core_client.cc. Idempotent.
+# client bench/grpc_core_client.cc; tl2cgen + treelite into .venv. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 debs=(nghttp2-client nghttp2-server libb64-0d libgrpc++-dev valgrind)
@@ -24,5 +24,15 @@ if [ ! -x .venv-bench/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want"
   python3 -m venv .venv-bench
   .venv-bench/bin/pip install -q --disable-pip-version-check -r "$req"
   echo "$want" > "$stamp"
+fi
+# tl2cgen and treelite (the forest compiler trees_vs_xgboost.py compares with) go into .venv,
+# beside the test pins, since that bench also needs coremltools and XGBoost from there.
+extra=scripts/requirements-bench-venv.txt
+stamp_extra=.venv/.bench-extra.sha256
+want_extra=$(sha256sum "$extra" | cut -d' ' -f1)
+if [ "$(cat "$stamp_extra" 2>/dev/null)" != "$want_extra" ]; then
+  echo "setup-bench: installing $extra into .venv"
+  .venv/bin/pip install -q --disable-pip-version-check -r "$extra"
+  echo "$want_extra" > "$stamp_extra"
 fi
 echo "setup-bench: ok"
