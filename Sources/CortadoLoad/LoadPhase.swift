@@ -115,7 +115,6 @@ public final class LoadPhase {
     private var cpuAtStart = (user: 0.0, system: 0.0)
     private var bytesAtStart: (UInt64, UInt64) = (0, 0)
     // progress
-    private var progressCount = 0
     private var lastProgress: (time: UInt64, done: Int) = (0, 0)
 
     private var timers: [UnsafeMutablePointer<uv_timer_t>] = []

@@ -22,6 +22,8 @@ final class GRPCServerLoopbackTests: XCTestCase {
     }
 
     /// Shuts down and waits for the loop to stop, at most `timeout` seconds.
+    static let hangRelease = DispatchSemaphore(value: 0)
+
     static func stop(_ server: GRPCServer, timeout: Double) -> Bool {
         server.shutdown()
         let stopped = DispatchSemaphore(value: 0)
@@ -35,6 +37,10 @@ final class GRPCServerLoopbackTests: XCTestCase {
         router.register(path: "/test.Echo/Echo") { call in worker.async { call.respond(call.request) } }
         router.register(path: "/test.Echo/SlowEcho") { call in
             worker.asyncAfter(deadline: .now() + 0.3) { call.respond(call.request) }
+        }
+        // Answers only once the test signals `hangRelease`.
+        router.register(path: "/test.Echo/Hang") { call in
+            worker.async { Self.hangRelease.wait(); call.respond(call.request) }
         }
         router.register(path: "/test.Echo/Fail") { call in
             worker.async { call.fail(GRPCStatus(.failedPrecondition, Self.failMessage)) }
@@ -214,14 +220,14 @@ final class GRPCServerLoopbackTests: XCTestCase {
         let (server, port) = try startServer { $0.drainTimeout = 0.2 }
         servers.removeAll()
         let client = try HTTP2TestClient(port: port)
-        // SlowEcho answers after 0.3 s, later than the 0.2 s drain timeout.
-        try client.startCall(path: "/test.Echo/SlowEcho", message: [1])
+        // Hang answers only when released, which happens after the loop stopped.
+        try client.startCall(path: "/test.Echo/Hang", message: [1])
         try client.pump(timeout: 5) { server.callsInFlight == 1 }
-        let started = Date()
-        XCTAssertTrue(Self.stop(server, timeout: 5))
-        XCTAssertLessThan(Date().timeIntervalSince(started), 3)
+        XCTAssertTrue(Self.stop(server, timeout: 5), "the loop stops at the drain timeout although the call never answered")
+        XCTAssertEqual(server.callsInFlight, 1, "the stuck call was still running when the loop stopped")
         // The stuck call answers after the loop has stopped: the answer is dropped, not a crash.
-        Thread.sleep(forTimeInterval: 0.4)
+        Self.hangRelease.signal()
+        for _ in 0..<500 where server.callsInFlight != 0 { Thread.sleep(forTimeInterval: 0.01) }
         XCTAssertEqual(server.connectionCount, 0)
         XCTAssertEqual(server.callsInFlight, 0, "the dropped answer still ends the call")
     }

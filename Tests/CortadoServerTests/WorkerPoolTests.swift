@@ -17,12 +17,27 @@ final class WorkerPoolTests: XCTestCase {
 
     /// A pool stopped and released at once, before its threads got going, must not crash
     /// them (they captured the pool `unowned` and read a freed object).
+    /// Nor may its threads keep it alive: a thread holds the pool only while inside `work()`,
+    /// which a stopped pool's threads leave at once, so every pool is freed (polled up to 10 s;
+    /// a thread capturing the pool strongly would keep it forever).
     func testReleasingAStoppedPoolRightAway() {
+        var released: [() -> WorkerPool?] = []
         for _ in 0..<50 {
             let pool = WorkerPool(threads: 2)
             pool.stop()
+            released.append { [weak pool] in pool }
         }
-        Thread.sleep(forTimeInterval: 0.2)
+        for _ in 0..<1000 where released.contains(where: { $0() != nil }) { Thread.sleep(forTimeInterval: 0.01) }
+        for (i, weakPool) in released.enumerated() {
+            XCTAssertNil(weakPool(), "pool \(i) is still referenced after its owner released it")
+        }
+        // The threads that start late find the pool gone and end; running more jobs on a new
+        // pool proves the process is still sound.
+        let pool = WorkerPool(threads: 2)
+        defer { pool.stop() }
+        let done = DispatchSemaphore(value: 0)
+        pool.submit { done.signal() }
+        XCTAssertEqual(done.wait(timeout: .now() + 10), .success)
     }
 
     func testEveryJobRunsOnAWorkerThread() {

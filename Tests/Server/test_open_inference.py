@@ -18,7 +18,9 @@ from tritonclient.utils import InferenceServerException
 
 MODELS = ["logreg", "xgb", "dictlin", "half", "scaler", "scaler32"]
 # The module's server loads and unloads models and registers shared memory (both off by default).
-SERVER_ARGS = ["--model-control", "explicit", "--allow-shared-memory"]
+# Three workers: the config's instance count must be what the scheduler runs at once.
+WORKERS = 3
+SERVER_ARGS = ["--model-control", "explicit", "--allow-shared-memory", "--workers", str(WORKERS)]
 
 # Input and output tensors per model: (name, datatype, dims without the batch dimension).
 SIGNATURES = {
@@ -121,6 +123,8 @@ def test_model_metadata_and_config(client, model):
         [(n, CONFIG_TYPES[d], s) for n, d, s in inputs]
     assert [(t["name"], t["data_type"], [int(d) for d in t["dims"]]) for t in config["output"]] == \
         [(n, CONFIG_TYPES[d], s) for n, d, s in outputs]
+    # No per-model limit: one prediction per worker thread runs at once.
+    assert [(g["kind"], int(g["count"])) for g in config["instance_group"]] == [("KIND_CPU", WORKERS)]
 
 
 def test_unknown_model_metadata_is_not_found(client, repo):

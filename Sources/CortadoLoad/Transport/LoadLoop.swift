@@ -85,8 +85,6 @@ public final class RequestTemplate {
         nva.deallocate()
     }
 
-    /// Bytes of the framed gRPC message (prefix included).
-    public var messageBytes: Int { body.count }
 }
 
 /// How one call ended.

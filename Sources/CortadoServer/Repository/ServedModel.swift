@@ -12,7 +12,6 @@ public final class ServedModel: @unchecked Sendable {
     public let scheduler: ModelScheduler
     public let statistics = ServedModelStatistics()
     public let source: URL?
-    public let loadedAt = Date()
     /// Seconds the load took (parse and compile).
     public let loadSeconds: Double
     /// The model's features as Open Inference Protocol tensors, worked out once.
@@ -41,7 +40,7 @@ public final class ServedModel: @unchecked Sendable {
         w.string(2, version)
         responseModelFields = w.bytes
         let limits = scheduler.limits
-        outputPool = OutputPool(model: model, capacity: (limits.maxConcurrency > 0 ? limits.maxConcurrency : scheduler.pool.threadCount) + 1)
+        outputPool = OutputPool(model: model, capacity: scheduler.concurrency + 1)
         if limits.maxBatchSize > 1 && model.compiled.runsBatchesAsOne {
             batcher = DynamicBatcher(maxBatchSize: limits.maxBatchSize, maxQueueDelayMicroseconds: limits.maxQueueDelayMicroseconds,
                                      limits: limits, pool: scheduler.pool) { [weak self] jobs in

@@ -30,12 +30,6 @@ public final class ServedModelStatistics: @unchecked Sendable {
 
     public var snapshot: Snapshot { lock.withLock { state } }
 
-    /// Records a request answered by an execution of its own (`rows` rows).
-    public func recordSuccess(rows: Int, total: UInt64, queue: UInt64, input: UInt64, infer: UInt64, output: UInt64) {
-        recordRequest(total: total, queue: queue, input: input, infer: infer, output: output)
-        recordExecution(rows: rows, nanoseconds: input + infer + output)
-    }
-
     /// Records a request answered successfully; with the dynamic batcher, the compute times
     /// are those of the batch it ran in (what Triton reports too).
     public func recordRequest(total: UInt64, queue: UInt64, input: UInt64, infer: UInt64, output: UInt64) {

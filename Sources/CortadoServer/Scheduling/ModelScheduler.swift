@@ -32,7 +32,8 @@ public final class ModelScheduler: @unchecked Sendable {
     typealias Job = () -> PendingAnswers
     private var waiting: [Job] = []
     private var head = 0
-    private let concurrency: Int
+    /// Predictions that run at once: `maxConcurrency`, or the pool's thread count for 0.
+    public let concurrency: Int
 
     public init(limits: Limits, pool: WorkerPool) {
         self.limits = limits

@@ -198,7 +198,8 @@ public final class InferenceService: ScopedService, @unchecked Sendable {
         var group = Inference_ModelInstanceGroup()
         group.name = served.name
         group.kind = .cpu
-        group.count = Int32(served.scheduler.limits.maxConcurrency > 0 ? served.scheduler.limits.maxConcurrency : served.model.configuration.threadCount > 0 ? served.model.configuration.threadCount : 1)
+        // What the scheduler really runs at once (not the model's own compute threads).
+        group.count = Int32(clamping: served.scheduler.concurrency)
         config.instanceGroup = [group]
         if let batcher = served.batcher {
             var batching = Inference_ModelDynamicBatching()

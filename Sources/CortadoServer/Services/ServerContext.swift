@@ -16,7 +16,6 @@ public final class ServerContext: @unchecked Sendable {
     /// Load and unload run here: they read files and compile, so never on the loop thread,
     /// and one at a time so two loads of one model cannot race.
     let adminQueue = DispatchQueue(label: "cortado.admin")
-    public let startedAt = Date()
     /// Models that must be loaded for the server to be ready (`--require-models`).
     public let requiredModels: [String]
     private let readyLock = NSLock()
