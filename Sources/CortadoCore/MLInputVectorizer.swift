@@ -6,10 +6,25 @@ public struct MLInputVectorizer: Sendable {
         let name: String
         let width: Int
         let isArray: Bool
+        /// A multi-array's declared shape (`[width]` when it declares none).
+        let shape: [Int]
     }
     let slots: [Slot]
     /// The vector's length.
     public let length: Int
+
+    /// One input's place in the vector: `width` Doubles from `offset`, a scalar (int64 or
+    /// double) or a multi-array of `shape`.
+    public struct Field: Sendable {
+        public let name: String
+        public let offset: Int
+        public let width: Int
+        public let isArray: Bool
+        public let shape: [Int]
+    }
+
+    /// The inputs in vector order.
+    public let fields: [Field]
 
     /// `inputs` are the features to gather (usually the whole description's inputs).
     /// Multi-array inputs need a fixed shape, unless there is exactly one input, in which
@@ -20,7 +35,7 @@ public struct MLInputVectorizer: Sendable {
         for f in inputs {
             switch f.type {
             case .int64, .double:
-                slots.append(Slot(name: f.name, width: 1, isArray: false))
+                slots.append(Slot(name: f.name, width: 1, isArray: false, shape: []))
                 total += 1
             case .multiArray:
                 var width = f.multiArrayConstraint?.shape.reduce(1, *) ?? 0
@@ -31,7 +46,8 @@ public struct MLInputVectorizer: Sendable {
                     }
                     width = n
                 }
-                slots.append(Slot(name: f.name, width: width, isArray: true))
+                let declared = f.multiArrayConstraint?.shape ?? []
+                slots.append(Slot(name: f.name, width: width, isArray: true, shape: declared.reduce(1, *) == width && !declared.isEmpty ? declared : [width]))
                 total += width
             default:
                 throw MLModelError(.invalidModel, feature: f.name, "input of type \(f.type) cannot feed a numeric model (expected int64, double or multiArray)")
@@ -42,6 +58,11 @@ public struct MLInputVectorizer: Sendable {
         }
         self.slots = slots
         self.length = total
+        var offset = 0
+        fields = slots.map { s in
+            defer { offset += s.width }
+            return Field(name: s.name, offset: offset, width: s.width, isArray: s.isArray, shape: s.shape)
+        }
     }
 
     /// Writes the vector into `out` (capacity `length`).

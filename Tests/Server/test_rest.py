@@ -381,6 +381,8 @@ def test_half_closed_client_still_gets_its_answers(server):
         sock.sendall(request("GET", "/v2/models/xgb") + request("POST", "/v2/models/xgb/infer", XGB_BODY.encode()))
         sock.shutdown(socket.SHUT_WR)
         (meta, _, _), (infer, headers, body) = read_responses(sock, 2)
-        assert meta == 200 and infer == 200 and headers.get("connection") == "close"
+        # "Connection: close" only when the server saw the end of input before the answer was
+        # ready (a race with the worker); either way it closes after the last answer.
+        assert meta == 200 and infer == 200 and headers.get("connection") in (None, "close")
         assert json.loads(body)["outputs"][0]["name"] == "y"
         assert sock.recv(10) == b""

@@ -109,6 +109,7 @@ extension ServedModel {
     /// Runs the rows; a single row writes into pooled output arrays when the model has a
     /// pool, returned with the results so they go back once the answers are written.
     private func predict(_ rows: [MLFeatureProvider]) throws -> ([MLFeatureProvider], backings: [String: MLMultiArray]?) {
+        if let dense, let results = try dense.predict(rows, modelName: model.name) { return (results, nil) }
         switch rows.count {
         case 0: return ([], nil)
         case 1:

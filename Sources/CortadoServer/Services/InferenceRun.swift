@@ -80,6 +80,11 @@ final class InferenceRun {
         if batch < 0 { batch = 1 }
         guard batch >= 1 else { throw bad("the batch is empty") }
         guard batch <= Int(InferenceService.maxBatchSize) else { throw bad("batch of \(batch) rows is larger than max_batch_size \(InferenceService.maxBatchSize)") }
+        // Models that run vectorized rows take the columns straight into one matrix.
+        if let route = served.dense,
+           let rows = route.rows(columns.map { ($0.mapping, $0.elements, $0.rowShape) }, count: batch) {
+            return rows
+        }
 
         var providers: [MLFeatureProvider] = []
         providers.reserveCapacity(batch)

@@ -23,7 +23,7 @@ public enum GLMClassifierKind: MLModelKind {
     }
 }
 
-final class GLMClassifierModel: MLCompiledModel, MLDenseBatchPredicting {
+final class GLMClassifierModel: MLCompiledModel, MLDenseFeaturePredicting {
     enum Encoding: String, Sendable {
         /// One row scoring the second of two classes.
         case binary = "binary (one row scores the second class)"
@@ -143,11 +143,21 @@ final class GLMClassifierModel: MLCompiledModel, MLDenseBatchPredicting {
             let p = s + map.rows
             try vectorizer.gather(input, into: x)
             probabilities(x, scratch: s, into: p)
-            var winner = 0
-            for c in 1..<k where p[c] > p[winner] { winner = c }
-            return outputs.provider(labels: labels, winner: winner, scores: UnsafeBufferPointer(start: p, count: k))
+            return features(p)
         }
     }
+
+    @inline(__always)
+    private func features(_ p: UnsafePointer<Double>) -> MLFeatureProvider {
+        let k = labels.count
+        var winner = 0
+        for c in 1..<k where p[c] > p[winner] { winner = c }
+        return outputs.provider(labels: labels, winner: winner, scores: UnsafeBufferPointer(start: p, count: k))
+    }
+
+    var denseInput: MLInputVectorizer? { vectorizer }
+
+    func outputFeatures(dense row: UnsafePointer<Double>) throws -> MLFeatureProvider { features(row) }
 
     func predict(rows: UnsafePointer<Double>, count: Int, into output: UnsafeMutablePointer<Double>) {
         withUnsafeTemporaryAllocation(of: Double.self, capacity: map.rows) { scratch in

@@ -15,7 +15,7 @@ public enum GLMRegressorKind: MLModelKind {
     }
 }
 
-final class GLMRegressorModel: MLCompiledModel, MLDenseBatchPredicting {
+final class GLMRegressorModel: MLCompiledModel, MLDenseFeaturePredicting {
     enum Output: Sendable {
         case double
         case array(shape: [Int], dataType: MLMultiArrayDataType)
@@ -82,15 +82,26 @@ final class GLMRegressorModel: MLCompiledModel, MLDenseBatchPredicting {
             let y = x + map.width
             try vectorizer.gather(input, into: x)
             predict(x, into: y)
-            switch output {
-            case .double:
-                return MLDictionaryFeatureProvider(dictionary: [outputName: MLFeatureValue(double: y[0])])
-            case .array(let shape, let dataType):
-                let array = try options.outputArray(named: outputName, shape: shape, dataType: dataType)
-                array.write(contiguous: UnsafeBufferPointer(start: y, count: map.rows))
-                return MLDictionaryFeatureProvider(dictionary: [outputName: MLFeatureValue(multiArray: array)])
-            }
+            return try features(y, options: options, fresh: false)
         }
+    }
+
+    private func features(_ y: UnsafePointer<Double>, options: MLPredictionOptions, fresh: Bool) throws -> MLFeatureProvider {
+        switch output {
+        case .double:
+            return MLDictionaryFeatureProvider(dictionary: [outputName: MLFeatureValue(double: y[0])])
+        case .array(let shape, let dataType):
+            let array = fresh ? try MLMultiArray(shape: shape, dataType: dataType)
+                : try options.outputArray(named: outputName, shape: shape, dataType: dataType)
+            array.write(contiguous: UnsafeBufferPointer(start: y, count: map.rows))
+            return MLDictionaryFeatureProvider(dictionary: [outputName: MLFeatureValue(multiArray: array)])
+        }
+    }
+
+    var denseInput: MLInputVectorizer? { vectorizer }
+
+    func outputFeatures(dense row: UnsafePointer<Double>) throws -> MLFeatureProvider {
+        try features(row, options: MLPredictionOptions(), fresh: true)
     }
 
     func predict(rows: UnsafePointer<Double>, count: Int, into output: UnsafeMutablePointer<Double>) {

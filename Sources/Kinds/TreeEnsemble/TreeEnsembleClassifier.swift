@@ -23,7 +23,7 @@ public enum TreeEnsembleClassifierKind: MLModelKind {
     }
 }
 
-final class TreeEnsembleClassifierModel: MLCompiledModel, MLDenseBatchPredicting {
+final class TreeEnsembleClassifierModel: MLCompiledModel, MLDenseFeaturePredicting {
     enum Encoding: String, Sendable {
         case binary = "binary (one dimension scores the second class)"
         case perClass = "one dimension per class"
@@ -107,6 +107,10 @@ final class TreeEnsembleClassifierModel: MLCompiledModel, MLDenseBatchPredicting
         for c in 1..<k where p[c] > p[winner] { winner = c }
         return outputs.provider(labels: labels, winner: winner, scores: UnsafeBufferPointer(start: p, count: k))
     }
+
+    var denseInput: MLInputVectorizer? { engine.vectorizer }
+
+    func outputFeatures(dense row: UnsafePointer<Double>) throws -> MLFeatureProvider { features(row) }
 
     func prediction(from input: MLFeatureProvider, options: MLPredictionOptions) throws -> MLFeatureProvider {
         try withUnsafeTemporaryAllocation(of: Double.self, capacity: inputWidth + outputWidth) { buffer in

@@ -16,7 +16,7 @@ public enum TreeEnsembleRegressorKind: MLModelKind {
     }
 }
 
-final class TreeEnsembleRegressorModel: MLCompiledModel, MLDenseBatchPredicting {
+final class TreeEnsembleRegressorModel: MLCompiledModel, MLDenseFeaturePredicting {
     enum Output: Sendable {
         case double
         case array(shape: [Int], dataType: MLMultiArrayDataType)
@@ -78,6 +78,12 @@ final class TreeEnsembleRegressorModel: MLCompiledModel, MLDenseBatchPredicting 
             array.write(contiguous: UnsafeBufferPointer(start: y, count: engine.dimensions))
             return MLDictionaryFeatureProvider(dictionary: [outputName: MLFeatureValue(multiArray: array)])
         }
+    }
+
+    var denseInput: MLInputVectorizer? { engine.vectorizer }
+
+    func outputFeatures(dense row: UnsafePointer<Double>) throws -> MLFeatureProvider {
+        try features(row, options: MLPredictionOptions(), fresh: true)
     }
 
     func prediction(from input: MLFeatureProvider, options: MLPredictionOptions) throws -> MLFeatureProvider {
