@@ -32,16 +32,18 @@ public final class MLDenseRows: @unchecked Sendable {
     public let count: Int
     /// `count × layout.length` Doubles.
     public let values: UnsafeMutablePointer<Double>
-    /// Each field's feature type (int64 fields read back as int64 values), by field.
+    /// Whether each field is an int64 feature (read back as int64 values), by field.
     let integer: [Bool]
 
-    /// Zero-filled rows for the fields of `layout`; `integerFields` names the int64 features.
-    public init(layout: MLInputVectorizer, count: Int, integerFields: Set<String> = []) {
+    /// Zero-filled rows for the fields of `layout`; `integer` says, by field, which are int64
+    /// features (empty: none).
+    public init(layout: MLInputVectorizer, count: Int, integer: [Bool] = []) {
+        precondition(integer.isEmpty || integer.count == layout.fields.count)
         self.layout = layout
         self.count = count
         values = .allocate(capacity: max(1, count * layout.length))
         values.initialize(repeating: 0, count: max(1, count * layout.length))
-        integer = layout.fields.map { integerFields.contains($0.name) }
+        self.integer = integer.isEmpty ? Array(repeating: false, count: layout.fields.count) : integer
     }
 
     deinit { values.deallocate() }

@@ -12,53 +12,54 @@ import Foundation
 final class DenseRoute: @unchecked Sendable {
     let model: any MLDenseFeaturePredicting
     let layout: MLInputVectorizer
-    /// The int64 inputs (their values read as integers first, as the general route does).
-    let integerFields: Set<String>
-    /// Each tensor input's field in the layout, by the mapping's identity.
-    private let fieldOf: [ObjectIdentifier: Int]
+    /// Whether each field is an int64 input (its values read as integers first, as the
+    /// general route does).
+    let integer: [Bool]
 
     /// Nil unless the model runs dense rows and every input it declares is a field of them.
     init?(model: MLModel, inputs: [TensorMapping]) {
         guard let dense = model.compiled as? any MLDenseFeaturePredicting, let layout = dense.denseInput,
               layout.fields.count == model.modelDescription.inputs.count else { return nil }
-        var fieldOf: [ObjectIdentifier: Int] = [:]
-        var integers: Set<String> = []
+        var fields: [(TensorMapping, Int)] = []
+        var integer = Array(repeating: false, count: layout.fields.count)
         for (f, field) in layout.fields.enumerated() {
             guard let mapping = inputs.first(where: { $0.name == field.name }) else { return nil }
             switch mapping.kind {
             case .double where !field.isArray: break
-            case .int64 where !field.isArray: integers.insert(field.name)
+            case .int64 where !field.isArray: integer[f] = true
             case .multiArray where field.isArray && mapping.fixedRowShape == field.shape: break
             default: return nil
             }
-            fieldOf[ObjectIdentifier(mapping)] = f
+            fields.append((mapping, f))
         }
         self.model = dense
         self.layout = layout
-        integerFields = integers
-        self.fieldOf = fieldOf
+        self.integer = integer
+        for (mapping, f) in fields { mapping.denseField = f }
     }
 
     /// The rows of a request whose columns were read and checked (`InferenceRun`), or nil
     /// when one of them does not fit the route as it is.
-    func rows(_ columns: [(mapping: TensorMapping, elements: TensorElements, rowShape: [Int])], count: Int) -> [MLFeatureProvider]? {
+    func rows(_ columns: [InferenceRun.Column], count: Int) -> [MLFeatureProvider]? {
         guard columns.count == layout.fields.count else { return nil }
-        let rows = MLDenseRows(layout: layout, count: count, integerFields: integerFields)
+        let rows = MLDenseRows(layout: layout, count: count, integer: integer)
         let width = layout.length
-        for column in columns {
-            guard let f = fieldOf[ObjectIdentifier(column.mapping)], column.elements.datatype != "BYTES" else { return nil }
+        // By index: each column read in place (a copy retains each of its fields).
+        for c in columns.indices {
+            let f = columns[c].mapping.denseField
+            guard f >= 0, columns[c].elements.datatype != "BYTES" else { return nil }
             let field = layout.fields[f]
-            let elements = column.elements
+            let elements = columns[c].elements
             var at = rows.values + field.offset
             if !field.isArray {
-                guard column.rowShape.reduce(1, *) == 1 else { return nil }
-                if integerFields.contains(field.name) {
+                guard columns[c].rowShape.count <= 1, columns[c].rowShape.first ?? 1 == 1 else { return nil }
+                if integer[f] {
                     for r in 0..<count { at[0] = Double(elements.int64(at: r)); at += width }
                 } else {
                     for r in 0..<count { at[0] = elements.double(at: r); at += width }
                 }
             } else {
-                guard column.rowShape == field.shape else { return nil }
+                guard columns[c].rowShape == field.shape else { return nil }
                 let n = field.width
                 for r in 0..<count {
                     for i in 0..<n { at[i] = elements.double(at: r * n + i) }

@@ -49,7 +49,7 @@ final class InferenceRun {
     }
 
     /// One input tensor's elements, the model input they feed and each row's shape.
-    private struct Column {
+    struct Column {
         let mapping: TensorMapping
         let elements: TensorElements
         let rowShape: [Int]
@@ -82,7 +82,7 @@ final class InferenceRun {
         guard batch <= Int(InferenceService.maxBatchSize) else { throw bad("batch of \(batch) rows is larger than max_batch_size \(InferenceService.maxBatchSize)") }
         // Models that run vectorized rows take the columns straight into one matrix.
         if let route = served.dense,
-           let rows = route.rows(columns.map { ($0.mapping, $0.elements, $0.rowShape) }, count: batch) {
+           let rows = route.rows(columns, count: batch) {
             return rows
         }
 
