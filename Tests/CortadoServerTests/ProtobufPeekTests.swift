@@ -72,6 +72,23 @@ final class ModelInferRequestDecoderTests: XCTestCase {
         try assertSameAsSwiftProtobuf(try request.serializedBytes())
     }
 
+    /// Many inputs whose shapes repeat, change and repeat again (the decoder shares one array
+    /// between consecutive equal shapes): each input keeps its own.
+    func testRepeatedShapesStayEachInputsOwn() throws {
+        var request = Inference_ModelInferRequest()
+        let shapes: [[Int64]] = [[1, 1], [1, 1], [1, 1], [2, 1], [2, 1], [1, 1], [], [], [1], [1, 1, 1], [1, 1], [7, 3], [7, 3]]
+        request.inputs = shapes.enumerated().map { i, s in tensor("f\(i)", "FP64", s) }
+        request.rawInputContents = shapes.map { Data(repeating: 1, count: 8 * max(1, Int($0.reduce(1, *)))) }
+        let bytes: [UInt8] = try request.serializedBytes()
+        try assertSameAsSwiftProtobuf(bytes)
+        let view = try XCTUnwrap(ModelInferRequestDecoder.decode(bytes))
+        XCTAssertEqual(view.inputs.map(\.shape), shapes.map { $0.map(Int.init) })
+        // A prefix of the previous shape, and a longer one, are not taken for it.
+        request.inputs = [tensor("a", "FP64", [4, 5, 6]), tensor("b", "FP64", [4, 5]), tensor("c", "FP64", [4, 5, 6, 7])]
+        request.rawInputContents = []
+        try assertSameAsSwiftProtobuf(try request.serializedBytes())
+    }
+
     func testUnpackedShapesAndRepeatedScalarsMerge() throws {
         // Input tensor: name "x", shape as unpacked varints 2, 3 then a packed [4]; the
         // request's model name given twice (the last wins).

@@ -137,6 +137,18 @@ enum ModelInferRequestDecoder {
         // Filled in place and moved out (returning it from the closure copied it).
         var request = InferRequestView()
         let ok = bytes.withUnsafeBytes { raw -> Bool in
+            // The inputs counted first (keys and lengths only), so their array is made once:
+            // a model with many scalar inputs otherwise regrows it several times per call.
+            var counter = ProtobufReader(raw)
+            var inputCount = 0, rawCount = 0
+            while !counter.atEnd {
+                guard let (field, wire) = counter.key(), counter.skip(wire: wire) else { break }
+                if field == 5 { inputCount += 1 } else if field == 7 { rawCount += 1 }
+            }
+            request.inputs.reserveCapacity(inputCount)
+            request.raw.reserveCapacity(rawCount)
+            // Consecutive inputs mostly share one shape ([1, 1] for scalars): one array for them.
+            var lastShape: [Int] = []
             var r = ProtobufReader(raw)
             while !r.atEnd {
                 guard let (field, wire) = r.key(), wire == 2 else { return false }
@@ -145,7 +157,7 @@ enum ModelInferRequestDecoder {
                 case 2: guard let s = r.string() else { return false }; request.modelVersion = s
                 case 3: guard let s = r.string() else { return false }; request.id = s
                 case 5:
-                    guard let body = r.lengthDelimited(), let tensor = input(body) else { return false }
+                    guard let body = r.lengthDelimited(), let tensor = input(body, lastShape: &lastShape) else { return false }
                     request.inputs.append(tensor)
                 case 6:
                     guard let body = r.lengthDelimited(), let tensor = output(body) else { return false }
@@ -165,30 +177,76 @@ enum ModelInferRequestDecoder {
         return request
     }
 
-    private static func input(_ bytes: UnsafeRawBufferPointer) -> InferRequestView.Input? {
+    /// One input tensor's description. `lastShape`: the previous input's shape, shared when
+    /// this one's is the same (no array made); set to this one's.
+    private static func input(_ bytes: UnsafeRawBufferPointer, lastShape: inout [Int]) -> InferRequestView.Input? {
         var r = ProtobufReader(bytes)
         var tensor = InferRequestView.Input()
+        var packedShape: UnsafeRawBufferPointer?
+        var unpacked: [Int] = []
         while !r.atEnd {
             guard let (field, wire) = r.key() else { return nil }
             switch (field, wire) {
             case (1, 2): guard let s = r.string() else { return nil }; tensor.name = s
             case (2, 2): guard let s = r.string() else { return nil }; tensor.datatype = s
             case (3, 2):
-                // Packed (proto3's default).
+                // Packed (proto3's default); read once the message is done.
                 guard let packed = r.lengthDelimited() else { return nil }
-                var p = ProtobufReader(packed)
-                while !p.atEnd {
-                    guard let v = p.varint() else { return nil }
-                    tensor.shape.append(Int(truncatingIfNeeded: v))
+                if let earlier = packedShape {
+                    // Two packed runs of one field concatenate (rare).
+                    guard let values = shapeValues(earlier) else { return nil }
+                    unpacked += values
                 }
+                packedShape = packed
             case (3, 0):
                 guard let v = r.varint() else { return nil }
-                tensor.shape.append(Int(truncatingIfNeeded: v))
+                if let earlier = packedShape {
+                    guard let values = shapeValues(earlier) else { return nil }
+                    unpacked += values
+                    packedShape = nil
+                }
+                unpacked.append(Int(truncatingIfNeeded: v))
             default:
                 return nil
             }
         }
+        if let packedShape, unpacked.isEmpty {
+            if !sameShape(packedShape, lastShape) {
+                guard let values = shapeValues(packedShape) else { return nil }
+                lastShape = values
+            }
+            tensor.shape = lastShape
+        } else {
+            if let packedShape {
+                guard let values = shapeValues(packedShape) else { return nil }
+                unpacked += values
+            }
+            tensor.shape = unpacked
+            lastShape = unpacked
+        }
         return tensor
+    }
+
+    /// A packed run of varints as Ints; nil when one is cut short.
+    private static func shapeValues(_ packed: UnsafeRawBufferPointer) -> [Int]? {
+        var p = ProtobufReader(packed)
+        var values: [Int] = []
+        while !p.atEnd {
+            guard let v = p.varint() else { return nil }
+            values.append(Int(truncatingIfNeeded: v))
+        }
+        return values
+    }
+
+    /// Whether a packed run of varints holds exactly `shape` (a cut-short run never does).
+    private static func sameShape(_ packed: UnsafeRawBufferPointer, _ shape: [Int]) -> Bool {
+        var p = ProtobufReader(packed)
+        var i = 0
+        while !p.atEnd {
+            guard let v = p.varint(), i < shape.count, Int(truncatingIfNeeded: v) == shape[i] else { return false }
+            i += 1
+        }
+        return i == shape.count
     }
 
     private static func output(_ bytes: UnsafeRawBufferPointer) -> InferRequestView.Output? {
