@@ -65,17 +65,19 @@ final class InferenceRun {
         if useRaw && request.raw.count != request.inputs.count {
             throw bad("raw_input_contents has \(request.raw.count) entries for \(request.inputs.count) inputs")
         }
+        // Which model inputs the request gave, by position in `mappings`.
+        var given = [Bool](repeating: false, count: mappings.count)
         // By index, each tensor borrowed in place (a copy would retain each of its fields).
         for index in request.inputs.indices {
             let (column, rows) = try column(request.inputs[index], raw: useRaw ? UnsafeRawBufferPointer(rebasing: storage[request.raw[index]]) : nil,
-                                            mappings: mappings, columns: columns)
+                                            mappings: mappings, hint: index, given: &given)
             if batch < 0 { batch = rows } else if rows != batch {
                 throw bad("input '\(column.mapping.name)' has \(rows) rows but an earlier input has \(batch)")
             }
             columns.append(column)
         }
-        for m in mappings where !m.feature.isOptional && !columns.contains(where: { $0.mapping === m }) {
-            throw bad("model '\(model.name)': required input '\(m.name)' is missing (expected \(m.datatype) \([-1] + m.dims))")
+        for (m, mapping) in mappings.enumerated() where !given[m] && !mapping.feature.isOptional {
+            throw bad("model '\(model.name)': required input '\(mapping.name)' is missing (expected \(mapping.datatype) \([-1] + mapping.dims))")
         }
         if batch < 0 { batch = 1 }
         guard batch >= 1 else { throw bad("the batch is empty") }
@@ -100,14 +102,18 @@ final class InferenceRun {
     }
 
     /// Checks one input tensor against the model's inputs and reads its elements; with the
-    /// rows it holds.
+    /// rows it holds. `hint`: where the input is looked for first (clients mostly send the
+    /// inputs in the model's order); `given` marks the model inputs seen so far.
     private func column(_ tensor: borrowing InferRequestView.Input, raw: UnsafeRawBufferPointer?, mappings: [TensorMapping],
-                        columns: [Column]) throws -> (column: Column, rows: Int) {
+                        hint: Int, given: inout [Bool]) throws -> (column: Column, rows: Int) {
         let model = served.model
-        guard let mapping = mappings.first(where: { $0.name == tensor.name }) else {
-            throw bad("model '\(model.name)' has no input named '\(tensor.name)' (inputs: \(mappings.map(\.name).joined(separator: ", ")))")
+        let name = tensor.name
+        guard let m = hint < mappings.count && mappings[hint].name == name ? hint : mappings.firstIndex(where: { $0.name == name }) else {
+            throw bad("model '\(model.name)' has no input named '\(name)' (inputs: \(mappings.map(\.name).joined(separator: ", ")))")
         }
-        guard !columns.contains(where: { $0.mapping === mapping }) else { throw bad("input '\(tensor.name)' is given twice") }
+        let mapping = mappings[m]
+        guard !given[m] else { throw bad("input '\(name)' is given twice") }
+        given[m] = true
         let shape = tensor.shape
         guard shape.allSatisfy({ $0 >= 0 }) else { throw bad("input '\(tensor.name)': negative dimension in shape \(shape)") }
         // A leading batch dimension, or none (one row).
