@@ -18,7 +18,10 @@ recorded ModelInfer (needs scripts/setup-bench.sh; skip with --only trees glm).
 
 Then bench/compiled_load.py: load time of a large network, .mlmodel vs `cortado compile`'s form.
 
-Usage: .venv/bin/python bench/run_all.py [--bin .build/release] [--only trees|glm|nn|transformer|mlprogram|server|compiled ...]
+Then bench/scalar_inputs.py: one XGBoost forest served with 20 scalar inputs and with one
+20-wide array, calls/s of each under cortado-load (concurrency 16) and their ratio.
+
+Usage: .venv/bin/python bench/run_all.py [--bin .build/release] [--only trees|glm|nn|transformer|mlprogram|server|compiled|scalar ...]
 `make bench` builds in release mode and runs this with --bin .build/release.
 """
 import argparse
@@ -46,7 +49,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", default=common.DEFAULT_BIN,
                    help="build folder holding cortado-bench, or the executable (default .build/release)")
-    p.add_argument("--only", nargs="+", choices=[b[0] for b in BENCHMARKS] + ["server", "compiled"], help="run only these")
+    p.add_argument("--only", nargs="+", choices=[b[0] for b in BENCHMARKS] + ["server", "compiled", "scalar"], help="run only these")
     a = p.parse_args()
     binary = common.resolve_bin(a.bin)
 
@@ -83,6 +86,13 @@ def main():
         done = subprocess.run([sys.executable, os.path.join(HERE, "compiled_load.py"), "--bin", os.path.dirname(binary)])
         if done.returncode != 0:
             failures.append(f"compiled_load.py exited {done.returncode}")
+        print()
+
+    if not a.only or "scalar" in a.only:
+        print("=== 20 scalar inputs vs one 20-wide array, same forest, served (scalar_inputs.py) ===", flush=True)
+        done = subprocess.run([sys.executable, os.path.join(HERE, "scalar_inputs.py"), "--bin", os.path.dirname(binary)])
+        if done.returncode != 0:
+            failures.append(f"scalar_inputs.py exited {done.returncode}")
         print()
 
     rows = [r for s in summaries for r in s["results"]]

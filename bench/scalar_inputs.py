@@ -10,7 +10,10 @@ two models compute the same function; the script checks that both answer the sam
 the same row through tritonclient). Both go in one repository served by one `cortado serve`
 (release build); `cortado-load --api oip --concurrency 16` then drives each model in turn, in
 alternating rounds, and the script prints the median calls/s of each and the ratio
-scalar/array (goal in #23: at least 0.75).
+scalar/array (goal in #23: at least 0.75). It also reads the server's own CPU time
+(/proc/PID/stat) around each run and prints the server's CPU microseconds per call: on a
+machine shared with other work the calls/s swing, the CPU cost per call much less, so the
+ratio of those (array/scalar) is printed too.
 
 Usage: .venv/bin/python bench/scalar_inputs.py [--bin .build/release] [--seconds 5]
        [--rounds 3] [--workers N] [--keep DIR] [--summary FILE.json]
@@ -74,6 +77,13 @@ def check_same_answer(url, row):
     return float(a.ravel()[0])
 
 
+def cpu_seconds(pid):
+    """utime + stime of a process, in seconds."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", default=common.DEFAULT_BIN, help="build folder holding cortado and cortado-load")
@@ -103,6 +113,7 @@ def main():
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     proc.log_path = log.name
     runs = {"scalar": [], "array": []}
+    cpu_per_call = {"scalar": [], "array": []}
     try:
         wait_ready(url, ["scalar", "array"], proc)
         value = check_same_answer(url, row)
@@ -110,22 +121,32 @@ def main():
         print(f"cortado-load --api oip --concurrency 16, {a.seconds} s per run, {a.rounds} alternating rounds")
         for r in range(a.rounds):
             for model in (("scalar", "array") if r % 2 == 0 else ("array", "scalar")):
+                c0 = cpu_seconds(proc.pid)
                 res = cortado_load(load, url, model, a.seconds, os.path.join(work, f"{model}-{r}.csv"))
+                spent = cpu_seconds(proc.pid) - c0
                 if "error" in res or res.get("failed"):
                     sys.exit(f"{model}: cortado-load failed: {res}")
                 runs[model].append(res["throughput"])
-                print(f"  round {r + 1} {model:<6} {res['throughput']:>10,.0f} calls/s  p50 {res['p50_us']:.0f} us")
+                # The run's calls include its 1 s warm-up at about the same rate.
+                us = 1e6 * spent / (res["throughput"] * (a.seconds + 1))
+                cpu_per_call[model].append(us)
+                print(f"  round {r + 1} {model:<6} {res['throughput']:>10,.0f} calls/s  p50 {res['p50_us']:.0f} us  "
+                      f"server CPU {us:.1f} us/call")
     finally:
         stop(proc)
         log.close()
     med = {m: statistics.median(v) for m, v in runs.items()}
     ratio = med["scalar"] / med["array"]
+    cpu = {m: statistics.median(v) for m, v in cpu_per_call.items()}
     print(f"median calls/s: 20 scalar inputs {med['scalar']:,.0f}, one 20-wide array {med['array']:,.0f}; "
           f"scalar/array {ratio:.2f} (goal >= 0.75)")
+    print(f"median server CPU per call: scalar {cpu['scalar']:.1f} us, array {cpu['array']:.1f} us; "
+          f"array/scalar {cpu['array'] / cpu['scalar']:.2f} (the calls/s ratio a server bound by its own CPU reaches)")
     if a.summary:
         with open(a.summary, "w") as fh:
             json.dump({"benchmark": "scalar_inputs", "cpu": common.cpu_model(), "runs": runs,
-                       "median": med, "ratio": ratio}, fh, indent=1)
+                       "median": med, "ratio": ratio,
+                       "server_cpu_us_per_call": cpu_per_call, "cpu_ratio": cpu["array"] / cpu["scalar"]}, fh, indent=1)
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0
