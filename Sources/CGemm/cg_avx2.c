@@ -12,6 +12,11 @@
 #include <immintrin.h>
 
 #define CV_TARGET __attribute__((target("avx2,fma")))
+#if defined(__clang__)
+#define CV_UNROLL_K _Pragma("clang loop unroll_count(4)")
+#else
+#define CV_UNROLL_K
+#endif
 
 // Lanes [0, n) of an 8-lane mask for maskload/maskstore (n may be ≤ 0 or ≥ 8).
 CV_TARGET static inline __m256i cv_lanes(long n) {
@@ -63,6 +68,7 @@ CV_TARGET static inline __m256 cv_epi(__m256 v, __m256 s, __m256 t, const cg_epi
 CV_TARGET static void cv_kernel(long kc, const float *restrict a, const float *restrict b, float *restrict c, long ldc, int add,
                                 long mr, long nr, const cg_epilogue *e, long row, long col) {
     CV_ROWS6(CV_DECL)
+    CV_UNROLL_K
     for (long p = 0; p < kc; p++, a += CG_MR, b += CG_NR) {
         __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
         CV_ROWS6(CV_FMA)
@@ -75,6 +81,7 @@ CV_TARGET static void cv_kernel_in_place(long kc, const float *restrict a, const
                                          float *restrict c, long ldc, int add, long mr, long nr, const cg_epilogue *e, long row,
                                          long col) {
     CV_ROWS6(CV_DECL)
+    CV_UNROLL_K
     for (long p = 0; p < kc; p++, a += CG_MR) {
         const float *b = base + off[p];
         __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
@@ -219,6 +226,10 @@ CV_TARGET static void cv_direct_finish(const float *acc, long pixels, long lanes
     }
 }
 
+// MARK: Depthwise 3×3
+
+CG_DEPTHWISE_PLANE(cv_depthwise_plane, CV_TARGET)
+
 const cg_kernels cg_kernels_avx2 = {
     .tile = cv_tile,
     .tile_in_place = cv_tile_in_place,
@@ -230,6 +241,7 @@ const cg_kernels cg_kernels_avx2 = {
     .direct_np = CV_NP,
     .direct_tiles = cv_direct_tiles,
     .direct_finish = cv_direct_finish,
+    .depthwise_plane = cv_depthwise_plane,
     .max_pool_row = cg_plain_max_pool_row,
 };
 

@@ -460,6 +460,10 @@ CG_TARGET static void cp_max_pool_2x2_row(const float *r0, const float *r1, floa
     }
 }
 
+// MARK: Depthwise 3×3
+
+CG_DEPTHWISE_PLANE(cp_depthwise_plane, CG_TARGET)
+
 const cg_kernels cg_kernels_avx512 = {
     .tile = cg_tile,
     .tile_in_place = cg_tile_in_place,
@@ -471,6 +475,7 @@ const cg_kernels cg_kernels_avx512 = {
     .direct_np = CD_NP,
     .direct_tiles = cd_tiles,
     .direct_finish = cd_finish_block,
+    .depthwise_plane = cp_depthwise_plane,
     .max_pool_row = cp_max_pool_2x2_row,
 };
 

@@ -123,6 +123,10 @@ void cg_plain_max_pool_row(const float *r0, const float *r1, float *out, long co
     }
 }
 
+// MARK: Depthwise 3×3
+
+CG_DEPTHWISE_PLANE(pt_depthwise_plane, )
+
 const cg_kernels cg_kernels_portable = {
     .tile = pt_tile,
     .tile_in_place = pt_tile_in_place,
@@ -134,5 +138,6 @@ const cg_kernels cg_kernels_portable = {
     .direct_np = 8,
     .direct_tiles = pt_direct_tiles,
     .direct_finish = cg_plain_direct_finish,
+    .depthwise_plane = pt_depthwise_plane,
     .max_pool_row = cg_plain_max_pool_row,
 };
