@@ -98,10 +98,10 @@ enum MILDirectConvolution {
         let scratch = UnsafeMutablePointer<Float>.allocate(capacity: workers * perWorker)
         defer { scratch.deallocate() }
         let xv = x.floats, wv = w.floats
-        try xv.withUnsafeBufferPointer { xp in
-            try wv.withUnsafeBufferPointer { wp in
-                try out.withUnsafeMutableBufferPointer { op in
-                    try withEpilogue(bias, relu: relu) { epilogue in
+        xv.withUnsafeBufferPointer { xp in
+            wv.withUnsafeBufferPointer { wp in
+                out.withUnsafeMutableBufferPointer { op in
+                    withEpilogue(bias, relu: relu) { epilogue in
                         for image in 0..<n {
                             let shared = DepthwiseShared(conv: conv, x: xp.baseAddress! + image * channels * inPlane, w: wp.baseAddress!,
                                                          y: op.baseAddress! + image * channels * plane, work: scratch, epilogue: epilogue)
