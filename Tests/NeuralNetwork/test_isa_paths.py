@@ -113,12 +113,6 @@ def test_inner_product_on_avx2(rows, tmp_path, monkeypatch):
     dense.test_inner_product(rows, tmp_path)
 
 
-@pytest.mark.parametrize("rows", [1, 13])
-def test_wide_inner_product_on_avx2(rows, tmp_path, monkeypatch):
-    use_isa(monkeypatch, "avx2")
-    gemm_paths.test_wide_inner_product("default", rows, tmp_path, monkeypatch)
-
-
 # ---------------------------------------------------------------- portable forced
 
 @pytest.mark.parametrize("case", ["3x3_valid", "5x3_stride2", "depthwise", "pointwise_large", "banded_stride2"])
