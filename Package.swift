@@ -135,6 +135,7 @@ let package = Package(
                 "CortadoPlugins",
                 "CortadoEncryption",
                 "CJemalloc",
+                "CCortadoGemm", // the kernel path, for report and inspect
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],

@@ -158,6 +158,24 @@ def cpu_model():
     return platform.processor() or "unknown CPU"
 
 
+def kernel_path():
+    """The kernel path Cortado picks here (as cg_isa in Sources/CGemm/cg_isa.c decides it): the
+    widest of avx512 (AVX-512F+VL and FMA), avx2 (AVX2+FMA) and portable the CPU's flags allow,
+    or the narrower one CORTADO_ISA names. `cortado report --json` says it too ("kernelPath")."""
+    order = ["portable", "avx2", "avx512"]
+    best = "portable"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                best = "avx512" if {"avx512f", "avx512vl", "fma"} <= flags else ("avx2" if {"avx2", "fma"} <= flags else "portable")
+                break
+    except OSError:
+        pass
+    want = os.environ.get("CORTADO_ISA", "").lower()
+    return order[min(order.index(want), order.index(best))] if want in order else best
+
+
 def cpu_flags():
     """The widest vector instruction set the CPU has: AVX-512, AVX2+FMA or SSE."""
     try:

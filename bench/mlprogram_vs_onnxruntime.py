@@ -264,9 +264,9 @@ def main():
     a = p.parse_args()
     exe = common.resolve_bin(a.bin, "cortado")
     common.quiet_coremltools()
-    isa = common.cpu_flags()
-    path = ("Cortado's AVX-512 GEMM and direct convolution" if isa == "AVX-512"
-            else "OpenBLAS sgemm, convolutions as im2col + sgemm")
+    isa, kernels = common.cpu_flags(), common.kernel_path()
+    path = (f"{kernels}: Cortado's GEMM, direct and depthwise convolutions" if kernels != "portable"
+            else "portable: OpenBLAS sgemm, convolutions as im2col + sgemm")
     print(f"CPU: {common.cpu_model()} ({isa}); Cortado's ML Program kernel path: {path}; other ops: Swift loops")
     results = []
     with tempfile.TemporaryDirectory(prefix="cortado-mlprogram-") as work:

@@ -4,6 +4,9 @@
 Cases:
 - Tiny YOLO v2 (VOC): 3×416×416 → 125×13×13, 6.97 GFLOP, fixed random weights (the builders of
   Tests/NeuralNetwork/test_tiny_yolo.py), batch 1: median latency and single-stream throughput.
+- A MobileNet/BlazeFace-style detector (bench/detector.py): depthwise separable blocks with
+  residual adds, 24–96 channels on 128²–32² maps, 3×256×256 → 16×32×32, 0.18 GFLOP, random
+  weights, batch 1.
 - MLP 784-512-512-10 with ReLU: batch 1 and batch 256. The Core ML model declares FLOAT32
   input and output arrays, as onnxruntime is fed and answers float32 (`--double-io`: DOUBLE,
   NeuralNetworkBuilder's default, which adds a conversion of every value each way).
@@ -14,6 +17,12 @@ with `InferenceSession.run` on float32 arrays, `intra_op_num_threads = T`,
 `inter_op_num_threads = 1`, default graph optimizations. Each engine: `--repeat` rounds of
 `--iterations` timed runs (after warm-up), the median of the round medians is reported.
 Outputs are compared once (Tiny YOLO: 1e-3 of the output's scale; MLP: 1e-4 relative).
+
+Cortado's kernel path (`cg_isa`: avx512, avx2 or portable, as `cortado report --json` names it)
+and the CPU model are printed first. `--isa PATH` forces a narrower path for every Cortado run
+(`CORTADO_ISA`); `--alt-isa PATH` times Cortado on that path too, in rounds alternating with
+the default (e.g. the AVX2 path beside AVX-512 on an AVX-512 host). `--cases` picks the
+networks (yolo, detector, mlp).
 
 With `--openblas`, Cortado is also timed with `CORTADO_GEMM=openblas` (convolutions and inner
 products on OpenBLAS's sgemm instead of Cortado's own AVX-512 GEMM); with `--baseline BIN`,
@@ -70,9 +79,21 @@ def write_rows(path, name, arrays, data_type="DOUBLE"):
 
 
 OPENBLAS_ENV = dict(os.environ, CORTADO_GEMM="openblas")
+# The environment of the default Cortado runs (--isa sets CORTADO_ISA in it).
+DEFAULT_ENV = None
+
+
+def isa_env(isa):
+    return dict(os.environ, CORTADO_ISA=isa)
+
+
+def kernel_path(exe, model, rows, env=None):
+    """The kernel path `cortado report` says it ran on."""
+    return cortado_report(exe, model, rows, 1, 1, 1, 0, env).get("kernelPath", "unknown (before kernel paths)")
 
 
 def cortado_report(exe, model, rows, threads, batch, iterations, warmup, env=None):
+    env = env or DEFAULT_ENV
     cmd = [exe, "report", model, "--input", rows, "--threads", str(threads), "--batch", str(batch),
            "--iterations", str(iterations), "--warmup", str(warmup), "--json"]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -242,12 +263,21 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_args(p, iterations=20, iterations_help="timed runs per round (Tiny YOLO; the MLP runs 10× more)")
     p.add_argument("--no-layers", action="store_true", help="skip timing each Tiny YOLO convolution alone")
+    p.add_argument("--no-sgemm", action="store_true", help="skip the 2048³ sgemm figures")
     p.add_argument("--openblas", action="store_true",
                    help="also time Cortado with CORTADO_GEMM=openblas (its OpenBLAS path), alternating rounds")
     p.add_argument("--baseline", help="also time this other cortado build (folder or executable), alternating rounds")
     p.add_argument("--double-io", action="store_true",
                    help="declare the Core ML MLP's input and output DOUBLE (the builder's default) instead of FLOAT32")
+    p.add_argument("--isa", choices=["avx512", "avx2", "portable"], help="force this kernel path (CORTADO_ISA) for Cortado")
+    p.add_argument("--alt-isa", choices=["avx512", "avx2", "portable"],
+                   help="also time Cortado with CORTADO_ISA=PATH, alternating rounds")
+    p.add_argument("--cases", nargs="+", choices=["yolo", "detector", "mlp"], default=["yolo", "detector", "mlp"],
+                   help="networks to time (default all)")
     a = p.parse_args()
+    global DEFAULT_ENV
+    if a.isa:
+        DEFAULT_ENV = isa_env(a.isa)
     exe = common.resolve_bin(a.bin, "cortado")
     # The alternative Cortado timed beside the default: (executable, environment, label, description).
     alt = None
@@ -255,6 +285,8 @@ def main():
         alt = (common.resolve_bin(a.baseline, "cortado"), None, "baseline", f"the build at {a.baseline}")
     elif a.openblas:
         alt = (exe, OPENBLAS_ENV, "openblas", "Cortado with CORTADO_GEMM=openblas (OpenBLAS's sgemm)")
+    elif a.alt_isa:
+        alt = (exe, isa_env(a.alt_isa), a.alt_isa, f"Cortado with CORTADO_ISA={a.alt_isa}")
     common.quiet_coremltools()
     from test_tiny_yolo import INPUT, build_coreml, build_onnx, onnx_session, tiny_yolo_weights
 
@@ -278,16 +310,33 @@ def main():
     mlp_rows = os.path.join(work, "mlp_rows.jsonl")
     write_rows(mlp_rows, "x", mlp_x, "DOUBLE" if a.double_io else "FLOAT32")
 
+    import detector
+    det_weights = detector.weights(0)
+    det_path = os.path.join(work, "detector.mlmodel")
+    save(detector.build_coreml(det_weights).spec, det_path)
+    det_onnx = detector.build_onnx(det_weights)
+    det_x = np.random.default_rng(3).uniform(0, 1, size=(1, *detector.INPUT)).astype(np.float32)
+    det_rows = os.path.join(work, "detector_rows.jsonl")
+    write_rows(det_rows, "x", [det_x[0]], "FLOAT32")
+
+    path = kernel_path(exe, mlp_path, mlp_rows)
+    alt_path = f"; alternating with {alt[2]} ({kernel_path(alt[0], mlp_path, mlp_rows, alt[1])})" if alt else ""
+    print(f"CPU: {common.cpu_model()} ({common.cpu_flags()}); Cortado's kernel path: {path}{alt_path}")
+
     # Agreement, once.
+    got = np.asarray(cortado_predict(exe, det_path, det_rows)[0]["y"]["data"]).reshape(detector.OUTPUT)
+    ref = onnx_session(det_onnx, 1).run(None, {"x": det_x})[0][0]
+    det_err = float(np.abs(got - ref).max() / np.abs(ref).max())
     got = np.asarray(cortado_predict(exe, yolo_path, yolo_rows)[0]["grid"]["data"]).reshape(125, 13, 13)
     ref = onnx_session(yolo_onnx, 1).run(None, {"image": image})[0][0]
     yolo_err = float(np.abs(got - ref).max() / np.abs(ref).max())
     got = np.stack([np.asarray(o["y"]["data"]) for o in cortado_predict(exe, mlp_path, mlp_rows)])
     ref = onnx_session(mlp_onnx, 1).run(None, {"x": mlp_x})[0]
     mlp_err = float((np.abs(got - ref) / np.maximum(1, np.abs(ref))).max())
-    agree = yolo_err <= 1e-3 and mlp_err <= 1e-4
+    agree = yolo_err <= 1e-3 and mlp_err <= 1e-4 and det_err <= 1e-3
     print(f"MLP input and output in Core ML: {'DOUBLE' if a.double_io else 'FLOAT32'} arrays (onnxruntime: float32)")
-    print(f"agreement: Tiny YOLO max|diff|/max|out| {yolo_err:.2g} (limit 1e-3); MLP max rel {mlp_err:.2g} (limit 1e-4)")
+    print(f"agreement: Tiny YOLO max|diff|/max|out| {yolo_err:.2g} (limit 1e-3); detector {det_err:.2g} (limit 1e-3); "
+          f"MLP max rel {mlp_err:.2g} (limit 1e-4)")
 
     results = []
     it = a.iterations
@@ -308,14 +357,20 @@ def main():
 
     for t in a.threads:
         # Tiny YOLO, batch 1.
-        s = onnx_session(yolo_onnx, t)
-        times, reports = rounds(yolo_path, yolo_rows, t, 1, it, 3, lambda: time_ort(s, {"image": image}, it, 3))
-        results.append(dict(case="Tiny YOLO batch 1", threads=t, rows=1, **times,
-                            load_seconds=float(np.median([r["loadSeconds"] for r in reports])),
-                            peak_rss=int(np.median([r["peakRSSBytes"] for r in reports]))))
+        if "yolo" in a.cases:
+            s = onnx_session(yolo_onnx, t)
+            times, reports = rounds(yolo_path, yolo_rows, t, 1, it, 3, lambda: time_ort(s, {"image": image}, it, 3))
+            results.append(dict(case="Tiny YOLO batch 1", threads=t, rows=1, **times,
+                                load_seconds=float(np.median([r["loadSeconds"] for r in reports])),
+                                peak_rss=int(np.median([r["peakRSSBytes"] for r in reports]))))
+        # The detector, batch 1.
+        if "detector" in a.cases:
+            ds = onnx_session(det_onnx, t)
+            times, _ = rounds(det_path, det_rows, t, 1, it * 2, 5, lambda: time_ort(ds, {"x": det_x}, it * 2, 5))
+            results.append(dict(case="detector batch 1", threads=t, rows=1, **times))
         # MLP, batch 1 and 256.
         ms = onnx_session(mlp_onnx, t)
-        for batch in (1, 256):
+        for batch in ((1, 256) if "mlp" in a.cases else ()):
             iters = it * 10 if batch == 1 else it * 2
             feeds = {"x": mlp_x[:batch]}
             times, _ = rounds(mlp_path, mlp_rows, t, batch, iters, 20, lambda: time_ort(ms, feeds, iters, 20))
@@ -342,8 +397,11 @@ def main():
             print(f"Tiny YOLO whole network, {r['threads']} thread(s): {TINY_YOLO_FLOPS / 1e9:.2f} GFLOP in "
                   f"{r['cortado_seconds'] * 1e3:.1f} ms = {TINY_YOLO_FLOPS / r['cortado_seconds'] / 1e9:.1f} GFLOP/s (Cortado), "
                   f"{TINY_YOLO_FLOPS / r['ort_seconds'] / 1e9:.1f} GFLOP/s (onnxruntime)")
+        if r["case"].startswith("detector"):
+            print(f"detector, {r['threads']} thread(s): {detector.flops() / 1e9:.3f} GFLOP in {r['cortado_seconds'] * 1e3:.2f} ms "
+                  f"(Cortado), {r['ort_seconds'] * 1e3:.2f} ms (onnxruntime)")
     layer_rows = []
-    if not a.no_layers:
+    if not a.no_layers and "yolo" in a.cases:
         for t in a.threads:
             total_time = total_alt = 0.0
             for i, (cin, cout, k, hw) in enumerate(TINY_YOLO_CONVS):
@@ -374,7 +432,7 @@ def main():
         if alt:
             print(f"({alt[2]}: GFLOP/s of the same layer, {alt[3]})")
         print("(each convolution as a one-layer model through `cortado report`: includes copying the input in and the output out)")
-    gemm = {t: sgemm_gflops(2048, t) for t in a.threads}
+    gemm = {t: sgemm_gflops(2048, t) for t in a.threads} if not a.no_sgemm else {}
     for t, g in gemm.items():
         print(f"2048³ sgemm, {t} thread(s): Debian libopenblas (Cortado's) {g.get('debian_openblas', float('nan')):.1f} GFLOP/s, "
               f"numpy's OpenBLAS {g['numpy']:.1f} GFLOP/s ({g['numpy_threads']} thread(s))")
@@ -387,11 +445,14 @@ def main():
             print("  (Cortado's own GEMM: build cortado-bench beside cortado to compare it here)")
 
     # Load time and memory.
-    child = subprocess.run([sys.executable, "-c", ORT_RSS_CHILD, yolo_onnx_path, str(tmax)], capture_output=True, text=True)
-    base = subprocess.run([sys.executable, "-c", PYTHON_BASELINE_CHILD], capture_output=True, text=True)
-    yolo = [r for r in results if r["case"].startswith("Tiny YOLO") and r["threads"] == tmax][0]
+    yolo = ([r for r in results if r["case"].startswith("Tiny YOLO") and r["threads"] == tmax] or [None])[0]
+    if yolo is not None:
+        child = subprocess.run([sys.executable, "-c", ORT_RSS_CHILD, yolo_onnx_path, str(tmax)], capture_output=True, text=True)
+        base = subprocess.run([sys.executable, "-c", PYTHON_BASELINE_CHILD], capture_output=True, text=True)
     print()
-    if child.returncode == 0 and base.returncode == 0:
+    if yolo is None:
+        pass
+    elif child.returncode == 0 and base.returncode == 0:
         ort_load, ort_rss = child.stdout.split()
         ort_load, ort_rss, base_rss = float(ort_load), int(ort_rss), int(base.stdout.strip())
         print(f"Tiny YOLO load: Cortado {yolo['load_seconds'] * 1e3:.1f} ms, onnxruntime session {ort_load * 1e3:.1f} ms")
@@ -408,7 +469,8 @@ def main():
             "reference_rows_per_second": r["rows"] / r["ort_seconds"], "reference_rows_per_cpu_second": float("nan"),
             "cortado_rows_per_second": r["rows"] / r["cortado_seconds"], "cortado_rows_per_cpu_second": float("nan"),
             "wall_ratio": r["ort_seconds"] / r["cortado_seconds"], "cpu_ratio": float("nan"),
-            "max_error": yolo_err if "YOLO" in r["case"] else mlp_err, "tolerance": 1e-3 if "YOLO" in r["case"] else 1e-4,
+            "max_error": yolo_err if "YOLO" in r["case"] else det_err if "detector" in r["case"] else mlp_err,
+            "tolerance": 1e-4 if "MLP" in r["case"] else 1e-3, "kernel_path": path,
             "agree": agree} for r in results]
         common.write_summary(a.summary, "nn_vs_onnxruntime", "Tiny YOLO v2 and an MLP, Cortado vs onnxruntime "
                              "(same weights and threads, batch-1 latency; MLP also batch 256)", summary_rows)

@@ -55,6 +55,8 @@ def main():
 
     summaries, failures = [], []
     started = time.perf_counter()
+    print(f"CPU: {common.cpu_model()} ({common.cpu_flags()}); Cortado's kernel path: {common.kernel_path()} "
+          "(CORTADO_ISA forces a narrower one)", flush=True)
     with tempfile.TemporaryDirectory(prefix="cortado-bench-") as tmp:
         for key, script, title in BENCHMARKS:
             if a.only and key not in a.only:

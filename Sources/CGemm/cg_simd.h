@@ -1,6 +1,7 @@
-// Small AVX-512F helpers the kernels of this target share (not part of the public headers).
+// Small AVX-512F helpers of the AVX-512 path (cg_avx512.c; not part of the public headers).
 #ifndef CG_SIMD_H
 #define CG_SIMD_H
+#if defined(__x86_64__)
 
 #include <immintrin.h>
 
@@ -23,4 +24,5 @@ CG_TARGET static inline __m512 cg_epi(__m512 v, __m512 s, __m512 t, const cg_epi
     return v;
 }
 
+#endif // __x86_64__
 #endif

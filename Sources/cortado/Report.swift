@@ -160,18 +160,22 @@ struct Report: ParsableCommand {
             latency        median \(ms(medianSeconds)), p90 \(ms(p90Seconds)), min \(ms(minSeconds)), max \(ms(maxSeconds))
             throughput     \(String(format: "%.1f", rowsPerSecond)) rows/s
             peak RSS       \(mb(peakRSSAfterLoad)) after load, \(mb(peakRSS)) at the end
+            kernels        \(KernelPath.summary)
             """
         }
 
         func json(_ r: Report) -> String {
             var modelName = ""
             MLFeatureJSON.encode(MLFeatureValue(string: r.model), into: &modelName)
+            var cpu = ""
+            MLFeatureJSON.encode(MLFeatureValue(string: KernelPath.cpuModel), into: &cpu)
             let fields: [(String, String)] = [
                 ("model", modelName), ("threads", "\(r.threads)"), ("batch", "\(r.batch)"),
                 ("iterations", "\(r.iterations)"), ("warmup", "\(r.warmup)"),
                 ("loadSeconds", "\(loadSeconds)"), ("medianSeconds", "\(medianSeconds)"), ("p90Seconds", "\(p90Seconds)"),
                 ("minSeconds", "\(minSeconds)"), ("maxSeconds", "\(maxSeconds)"), ("rowsPerSecond", "\(rowsPerSecond)"),
                 ("peakRSSBytesAfterLoad", "\(peakRSSAfterLoad)"), ("peakRSSBytes", "\(peakRSS)"),
+                ("kernelPath", "\"\(KernelPath.name)\""), ("cpu", cpu),
             ]
             return "{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}"
         }

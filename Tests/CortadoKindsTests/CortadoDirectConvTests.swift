@@ -13,10 +13,6 @@ import XCTest
 /// 4u of the result for the epilogue's rounding. The pooled output is the maximum of four such
 /// values, so it gets the largest of their four bounds.
 final class CortadoDirectConvTests: XCTestCase {
-    override func setUpWithError() throws {
-        try XCTSkipUnless(cg_available() != 0, "this CPU has no AVX-512F: the direct kernel is not used here")
-    }
-
     private struct Case {
         var cin: Int, h: Int, w: Int, m: Int
         var k = 3, sh = 1, sw = 1, d = 1
@@ -26,6 +22,19 @@ final class CortadoDirectConvTests: XCTestCase {
     }
 
     private let u = Double(Float.ulpOfOne) / 2
+
+    /// The references of `run`, by call: each kernel path runs the same cases on the same
+    /// (seeded) values, so each reference is summed once, not once per path.
+    private var references: [[(want: Double, bound: Double)]] = []
+    private var runCalls = 0
+
+    /// Runs `body` on each kernel path (`onEachKernelPath`), replaying the references.
+    private func onEachPath(_ body: () -> Void) {
+        onEachKernelPath {
+            runCalls = 0
+            body()
+        }
+    }
 
     private func run(_ t: Case, seed: UInt64, file: StaticString = #filePath, line: UInt = #line) {
         let kd = (t.k - 1) * t.d + 1
@@ -95,19 +104,33 @@ final class CortadoDirectConvTests: XCTestCase {
             }
             return (exact, bound + 1e-30)
         }
-        for o in 0..<t.m {
-            for oh in 0..<(t.pool ? ph : outH) {
-                for ow in 0..<(t.pool ? pw : outW) {
-                    let want: Double, bound: Double, got: Float
-                    if t.pool {
-                        let window = [(0, 0), (0, 1), (1, 0), (1, 1)].map { reference(o, 2 * oh + $0.0, 2 * ow + $0.1) }
-                        want = window.map(\.0).max()!
-                        bound = window.map(\.1).max()!
-                        got = y[(o * ph + oh) * pw + ow]
-                    } else {
-                        (want, bound) = reference(o, oh, ow)
-                        got = y[(o * outH + oh) * outW + ow]
+        let (rows, cols) = t.pool ? (ph, pw) : (outH, outW)
+        let call = runCalls
+        runCalls += 1
+        if call == references.count {
+            var sums: [(want: Double, bound: Double)] = []
+            for o in 0..<t.m {
+                for oh in 0..<rows {
+                    for ow in 0..<cols {
+                        if t.pool {
+                            let window = [(0, 0), (0, 1), (1, 0), (1, 1)].map { reference(o, 2 * oh + $0.0, 2 * ow + $0.1) }
+                            sums.append((window.map(\.0).max()!, window.map(\.1).max()!))
+                        } else {
+                            sums.append(reference(o, oh, ow))
+                        }
                     }
+                }
+            }
+            references.append(sums)
+        }
+        let expected = references[call]
+        precondition(expected.count == t.m * rows * cols, "\(what): the cases differ between kernel paths")
+        for o in 0..<t.m {
+            for oh in 0..<rows {
+                for ow in 0..<cols {
+                    let index: Int = (o * rows + oh) * cols + ow
+                    let (want, bound) = expected[index]
+                    let got: Float = y[index]
                     if !(abs(Double(got) - want) <= bound) {
                         XCTFail("\(what): y[\(o), \(oh), \(ow)] = \(got), expected \(want) (bound \(bound))", file: file, line: line)
                         return
@@ -117,7 +140,8 @@ final class CortadoDirectConvTests: XCTestCase {
         }
     }
 
-    func testEveryTileWidthAndChannelCount() {
+    func testEveryTileWidthAndChannelCount() { onEachPath(runEveryTileWidthAndChannelCount) }
+    private func runEveryTileWidthAndChannelCount() {
         var seed: UInt64 = 1
         for width in 1...20 {
             for m in [1, 16, 17, 40] {
@@ -129,7 +153,8 @@ final class CortadoDirectConvTests: XCTestCase {
         }
     }
 
-    func testStridesDilationAndPointwise() {
+    func testStridesDilationAndPointwise() { onEachPath(runStridesDilationAndPointwise) }
+    private func runStridesDilationAndPointwise() {
         run(Case(cin: 7, h: 11, w: 19, m: 33, sh: 2, sw: 2), seed: 101)
         run(Case(cin: 7, h: 12, w: 20, m: 20, sh: 2, sw: 2, same: false), seed: 102)
         run(Case(cin: 6, h: 9, w: 17, m: 18, sh: 1, sw: 2, d: 2), seed: 103)
@@ -138,7 +163,8 @@ final class CortadoDirectConvTests: XCTestCase {
         run(Case(cin: 20, h: 5, w: 9, m: 31, k: 1, sh: 2, sw: 2), seed: 106)
     }
 
-    func testChunksBandsEpilogueAndPooling() {
+    func testChunksBandsEpilogueAndPooling() { onEachPath(runChunksBandsEpilogueAndPooling) }
+    private func runChunksBandsEpilogueAndPooling() {
         // 300 input channels: three chunks of a 3×3 kernel; 50 rows of 20: three bands.
         run(Case(cin: 300, h: 6, w: 13, m: 35, epilogue: true), seed: 201)
         run(Case(cin: 9, h: 50, w: 20, m: 40, epilogue: true), seed: 202)

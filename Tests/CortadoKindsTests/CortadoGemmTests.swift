@@ -10,10 +10,6 @@ import XCTest
 /// (u = 2⁻²⁴), whatever the summation order; the tests allow 4·(K + 1)·u·(Σ|aᵢbᵢ| + |c₀|),
 /// the +1 and c₀ covering accumulation into C.
 final class CortadoGemmTests: XCTestCase {
-    override func setUpWithError() throws {
-        try XCTSkipUnless(cg_available() != 0, "this CPU has no AVX-512F: Cortado's GEMM is not used here")
-    }
-
     /// 64-byte aligned storage for packed operands.
     private final class Aligned {
         let p: UnsafeMutablePointer<Float>
@@ -26,19 +22,48 @@ final class CortadoGemmTests: XCTestCase {
 
     private let u = Double(Float.ulpOfOne) / 2
 
+    /// The references `check` computed, by call: each kernel path makes the same calls on the
+    /// same (seeded) values, so a reference is summed once, not once per path (the naive sums
+    /// of a debug build are most of these tests' time).
+    private var references: [[(exact: Double, magnitude: Double)]] = []
+    private var checkCalls = 0
+
+    /// Runs `body` on each kernel path (`onEachKernelPath`), replaying the references.
+    private func onEachPath(_ body: () -> Void) {
+        onEachKernelPath {
+            checkCalls = 0
+            body()
+        }
+    }
+
     /// Checks `got` (m×n with leading dimension ldc) against Σ a(i,p)·b(p,j) (+ c0).
     private func check(_ got: [Float], ldc: Int, m: Int, n: Int, k: Int, a: (Int, Int) -> Float, b: (Int, Int) -> Float,
                        c0: [Float]?, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
+        let call = checkCalls
+        checkCalls += 1
+        if call == references.count {
+            var sums: [(exact: Double, magnitude: Double)] = []
+            sums.reserveCapacity(m * n)
+            for i in 0..<m {
+                for j in 0..<n {
+                    var exact = 0.0, magnitude = 0.0
+                    for p in 0..<k {
+                        let t = Double(a(i, p)) * Double(b(p, j))
+                        exact += t
+                        magnitude += abs(t)
+                    }
+                    if let c0 { exact += Double(c0[i * ldc + j]); magnitude += abs(Double(c0[i * ldc + j])) }
+                    sums.append((exact, magnitude))
+                }
+            }
+            references.append(sums)
+        }
+        let sums = references[call]
+        precondition(sums.count == m * n, "\(what): the calls differ between kernel paths")
         var worst = 0.0
         for i in 0..<m {
             for j in 0..<n {
-                var exact = 0.0, magnitude = 0.0
-                for p in 0..<k {
-                    let t = Double(a(i, p)) * Double(b(p, j))
-                    exact += t
-                    magnitude += abs(t)
-                }
-                if let c0 { exact += Double(c0[i * ldc + j]); magnitude += abs(Double(c0[i * ldc + j])) }
+                let (exact, magnitude) = sums[i * n + j]
                 let bound = 4 * Double(k + 1) * u * magnitude + 1e-30
                 let err = abs(Double(got[i * ldc + j]) - exact)
                 worst = Swift.max(worst, err / bound)
@@ -62,7 +87,8 @@ final class CortadoGemmTests: XCTestCase {
         (25, 40, 1021), (25, 40, 509),
     ]
 
-    func testGemmMatchesNaiveAcrossFormsAndShapes() {
+    func testGemmMatchesNaiveAcrossFormsAndShapes() { onEachPath(runGemmMatchesNaiveAcrossFormsAndShapes) }
+    private func runGemmMatchesNaiveAcrossFormsAndShapes() {
         var values = SeededFloats(state: 1)
         for (m, n, k) in Self.shapes {
             let lda = k + 3, ldb = n + 5, ldc = n + 7
@@ -121,7 +147,8 @@ final class CortadoGemmTests: XCTestCase {
     /// A given as row pointers (`cg_gemm_rows`): every row a separate allocation, the pointers
     /// in no order of address, over the same shapes, every B form, with and without accumulation
     /// and with a per-column epilogue (bias and ReLU, as an inner product fuses them).
-    func testGemmOnRowPointersMatchesNaive() {
+    func testGemmOnRowPointersMatchesNaive() { onEachPath(runGemmOnRowPointersMatchesNaive) }
+    private func runGemmOnRowPointersMatchesNaive() {
         var values = SeededFloats(state: 7)
         for (m, n, k) in Self.shapes + [(50, 64, 784), (256, 10, 130)] {
             // Rows allocated separately, then taken in a shuffled order (row i of A is rows[order[i]]).
@@ -185,7 +212,8 @@ final class CortadoGemmTests: XCTestCase {
     }
 
     /// Packed views that start on a later panel compute the matching block of rows or columns.
-    func testPackedViewsFromLaterPanels() {
+    func testPackedViewsFromLaterPanels() { onEachPath(runPackedViewsFromLaterPanels) }
+    private func runPackedViewsFromLaterPanels() {
         var values = SeededFloats(state: 2)
         let m = 50, n = 100, k = 300
         let a = values.array(m * k), b = values.array(k * n)
@@ -208,7 +236,8 @@ final class CortadoGemmTests: XCTestCase {
     }
 
     /// The same products as OpenBLAS's sgemm, within the same bound.
-    func testGemmAgreesWithOpenBLAS() {
+    func testGemmAgreesWithOpenBLAS() { onEachPath(runGemmAgreesWithOpenBLAS) }
+    private func runGemmAgreesWithOpenBLAS() {
         var values = SeededFloats(state: 3)
         for (m, n, k) in [(64, 169, 576), (257, 100, 1025), (7, 1030, 64)] {
             let a = values.array(m * k), b = values.array(k * n)
@@ -240,7 +269,8 @@ final class CortadoGemmTests: XCTestCase {
     /// The epilogue on finished tiles: per-row or per-column scale and shift (either absent),
     /// then none, ReLU or leaky ReLU, over k spanning several blocks (and k = 0), with
     /// accumulation; the same bound on x·scale + shift (the activations are exact).
-    func testEpilogueOnFinishedTiles() {
+    func testEpilogueOnFinishedTiles() { onEachPath(runEpilogueOnFinishedTiles) }
+    private func runEpilogueOnFinishedTiles() {
         var values = SeededFloats(state: 6)
         let m = 29, n = 45, lda = 600, ldc = n + 3
         let a = values.array(m * lda), b = values.array(lda * n)
@@ -299,7 +329,8 @@ final class CortadoGemmTests: XCTestCase {
         }
     }
 
-    func testGemvOnPackedColumns() {
+    func testGemvOnPackedColumns() { onEachPath(runGemvOnPackedColumns) }
+    private func runGemvOnPackedColumns() {
         var values = SeededFloats(state: 4)
         for (n, k) in [(1, 1), (10, 784), (33, 31), (512, 513), (1000, 2)] {
             let w = values.array(n * k), x = values.array(k)  // w is n×k; B = wᵀ
@@ -321,7 +352,8 @@ final class CortadoGemmTests: XCTestCase {
 
     /// The im2col matrix packed straight from an image, multiplied by the weights, against a
     /// naive convolution: padding, stride, dilation, 1×1 and widths that cut panels mid-row.
-    func testPackedConvolutionMatchesNaiveConvolution() {
+    func testPackedConvolutionMatchesNaiveConvolution() { onEachPath(runPackedConvolutionMatchesNaiveConvolution) }
+    private func runPackedConvolutionMatchesNaiveConvolution() {
         var values = SeededFloats(state: 5)
         // channels, h, w, kh, kw, sh, sw, dh, dw, padH, padW, filters
         let cases: [(Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int)] = [
@@ -361,7 +393,8 @@ final class CortadoGemmTests: XCTestCase {
     /// rows of output widths that end mid-panel (47, 13) or fill panels (64), vertical strides,
     /// dilation, asymmetric padding, filter counts that end mid-panel, K over several blocks,
     /// and a range of output rows written into a C wider than it (as a band of the output).
-    func testInPlaceConvolutionMatchesNaiveConvolution() {
+    func testInPlaceConvolutionMatchesNaiveConvolution() { onEachPath(runInPlaceConvolutionMatchesNaiveConvolution) }
+    private func runInPlaceConvolutionMatchesNaiveConvolution() {
         var values = SeededFloats(state: 13)
         // channels, h, w, kh, kw, sh, dh, dw, padH, padW, filters
         let cases: [(Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int)] = [

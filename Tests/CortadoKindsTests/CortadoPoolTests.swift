@@ -6,10 +6,6 @@ import XCTest
 /// strides, NaNs and signed zeros in every position of the window (the scalar `max(x, y)` is
 /// `y >= x ? y : x`, so which NaN or zero wins depends on the order).
 final class CortadoPoolTests: XCTestCase {
-    override func setUpWithError() throws {
-        try XCTSkipUnless(cg_available() != 0, "this CPU has no AVX-512F: the vector kernel is not used here")
-    }
-
     private func scalar(_ r0: [Float], _ r1: [Float], count: Int, stride: Int) -> [Float] {
         (0..<count).map { i in
             let j = i * stride
@@ -17,7 +13,8 @@ final class CortadoPoolTests: XCTestCase {
         }
     }
 
-    func testMatchesScalarLoopBitForBit() {
+    func testMatchesScalarLoopBitForBit() { onEachKernelPath(runMatchesScalarLoopBitForBit) }
+    private func runMatchesScalarLoopBitForBit() {
         var state: UInt64 = 7
         // Mostly ordinary values; some NaNs (two payloads), zeros of both signs and ties.
         func next() -> Float {

@@ -2,12 +2,13 @@
 #define CORTADO_DIRECT_H
 
 /*
- * A direct convolution with the output channels along the vector lanes (AVX-512F; call
- * cg_available() first, see cortado_gemm.h).
+ * A direct convolution with the output channels along the vector lanes, on the kernel path in
+ * use (cg_isa() in cortado_gemm.h; callers check cg_available()).
  *
  * The weights are packed once as [ceil(m/16)][K][16] (K = channels·kh·kw, row (c·kh + i)·kw + j
  * as in cg_conv; channels past m are zero). A tile of up to 2 blocks of 16 output channels by
- * up to 14 output pixels of one output row is held in zmm registers: for every k it loads one
+ * up to 14 output pixels of one output row is held in zmm registers (AVX-512; the AVX2 path
+ * holds one block by up to 6 pixels in ymm registers): for every k it loads one
  * vector of weights per block and broadcasts one input value per pixel, read from the
  * zero-padded planar copy of the input (cg_conv_pad). No im2col is written, and a row of 13
  * pixels fills 13 accumulators (the GEMM's lanes run along the pixels and pad a 13×13 image's

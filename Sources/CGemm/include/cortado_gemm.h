@@ -3,8 +3,8 @@
 
 /*
  * Cortado's single-precision GEMM for the neural-network kernels: row-major
- * C[m×n] = A[m×k]·B[k×n] (+ C), cache-blocked, with an AVX-512F micro-kernel of
- * CG_MR rows × CG_NR columns.
+ * C[m×n] = A[m×k]·B[k×n] (+ C), cache-blocked, with micro-kernels per instruction set
+ * (AVX-512F, AVX2+FMA, plain C) chosen once at run time (cg_isa below).
  *
  * Operands are packed into panels: A into row panels of CG_MR rows, B into column panels
  * of CG_NR columns, both cut along k into ceil(k / CG_KC) blocks of near-equal size (block b
@@ -14,9 +14,11 @@
  *   packed B: [k block][column panel][k in block][CG_NR]
  * Padding rows or columns hold zeros. Constant operands (weights) are packed once;
  * activations are packed by the GEMM itself, per block, into caller-supplied workspace.
+ * The layout is the same on every path (a narrower kernel covers a panel's tile in several
+ * pieces), so weights packed under one path run under any other.
  *
- * Every function here needs AVX-512F: call cg_available() first and keep another path
- * for CPUs without it.
+ * Every path computes the same function; only the portable one is slow, and callers keep
+ * another path (OpenBLAS) for it: cg_available() says whether to use these kernels.
  */
 
 #include <stddef.h>
@@ -27,7 +29,23 @@ extern "C" {
 
 enum { CG_MR = 12, CG_NR = 32, CG_KC = 256 };
 
-/* 1 when this CPU runs the AVX-512F kernels (checked once). */
+/* The kernel paths, narrowest first. */
+typedef enum { CG_ISA_PORTABLE = 0, CG_ISA_AVX2 = 1, CG_ISA_AVX512 = 2 } cg_isa_path;
+
+/* The path in use: the widest this CPU runs (AVX-512F+VL, else AVX2+FMA, else plain C), or a
+ * narrower one that the environment variable CORTADO_ISA (avx512, avx2 or portable) asks for,
+ * read once; never a wider one than the CPU has. */
+cg_isa_path cg_isa(void);
+/* The widest path this CPU runs. */
+cg_isa_path cg_isa_best(void);
+/* "avx512", "avx2" or "portable" (the names CORTADO_ISA takes). */
+const char *cg_isa_name(cg_isa_path isa);
+/* Switches the path for calls made from now on (tests run each path this way), clamped to
+ * cg_isa_best(); returns the path now in use. Not for use while kernels run on other threads. */
+cg_isa_path cg_set_isa(cg_isa_path isa);
+
+/* 1 when the path in use has vector kernels (not portable): callers then prefer these kernels
+ * to their fallback. */
 int cg_available(void);
 
 /* One operand of cg_gemm. */

@@ -2,8 +2,8 @@
 #define CORTADO_POOL_H
 
 /*
- * Vectorised max pooling for the neural-network kernels (AVX-512F; call cg_available()
- * first, see cortado_gemm.h).
+ * Max pooling for the neural-network kernels, on the kernel path in use (cg_isa() in
+ * cortado_gemm.h): vectorised on AVX-512, a plain loop elsewhere.
  */
 
 #ifdef __cplusplus

@@ -1,10 +1,11 @@
 import CCortadoGemm
 import Dispatch
 
-/// 2-D convolutions on the neural-network kind's direct kernel (`cg_direct_conv`, AVX-512):
+/// 2-D convolutions on the neural-network kind's direct kernel (`cg_direct_conv`, AVX-512 or AVX2):
 /// output channels along the vector lanes, the input read from a zero-padded copy, no im2col
 /// written; the bias and a following ReLU folded into the kernel's epilogue. Taken for one
-/// group at horizontal stride 1 or 2 on CPUs with AVX-512F; other convolutions run as
+/// group at horizontal stride 1 or 2 on the vector kernel paths (not `portable`); depthwise 3×3
+/// ones (`runDepthwise`) on the depthwise kernel; other convolutions run as
 /// im2col + GEMM (`MILConvolutionOps`).
 enum MILDirectConvolution {
     /// Weights packed as the kernel reads them, 64-byte aligned.
@@ -27,7 +28,8 @@ enum MILDirectConvolution {
 
     /// The output, or nil when this convolution is not one the kernel takes.
     static func run(_ call: MILOpCall, x: MILTensor, w: MILTensor, g: MILWindowGeometry, groups: Int, relu: Bool) throws -> [Float]? {
-        guard available, groups == 1, g.rank == 2, x.rank == 4 else { return nil }
+        guard available, g.rank == 2, x.rank == 4 else { return nil }
+        if groups != 1 { return try runDepthwise(call, x: x, w: w, g: g, groups: groups, relu: relu) }
         let n = x.shape[0], cin = x.shape[1], m = w.shape[0]
         var conv = cg_conv(channels: cin, h: g.input[1], w: g.input[2], kh: g.kernel[1], kw: g.kernel[2], sh: g.strides[1], sw: g.strides[2],
                            dh: g.dilations[1], dw: g.dilations[2], pad_h: g.padBefore[1], pad_w: g.padBefore[2],
@@ -72,6 +74,60 @@ enum MILDirectConvolution {
             }
         }
         return out
+    }
+
+    /// A depthwise 3×3 convolution (groups = input = output channels, dilation 1, strides 1 or
+    /// 2) on `cg_depthwise3x3`, the bias and ReLU in its epilogue; nil for other grouped ones.
+    static func runDepthwise(_ call: MILOpCall, x: MILTensor, w: MILTensor, g: MILWindowGeometry, groups: Int, relu: Bool) throws -> [Float]? {
+        let n = x.shape[0], channels = x.shape[1]
+        guard groups == channels, w.rank == 4, w.shape[0] == channels, w.shape[1] == 1 else { return nil }
+        var conv = cg_conv(channels: channels, h: g.input[1], w: g.input[2], kh: g.kernel[1], kw: g.kernel[2], sh: g.strides[1],
+                           sw: g.strides[2], dh: g.dilations[1], dw: g.dilations[2], pad_h: g.padBefore[1], pad_w: g.padBefore[2],
+                           out_h: g.output[1], out_w: g.output[2])
+        guard cg_depthwise_supported(&conv) != 0, g.output[1] > 0, g.output[2] > 0 else { return nil }
+        var bias: [Float]?
+        if let b = try call.optionalTensor("bias") {
+            bias = b.floats
+            guard bias!.count == channels else { throw call.error("bias has \(bias!.count) values for \(channels) output channels") }
+        }
+        let plane = g.output[1] * g.output[2], inPlane = g.input[1] * g.input[2]
+        var out = [Float](repeating: 0, count: n * channels * plane)
+        let perWorker = Int(cg_depthwise_workspace_count(&conv))
+        let workers = Swift.max(1, Swift.min(call.threads, channels))
+        let share = (channels + workers - 1) / workers
+        let scratch = UnsafeMutablePointer<Float>.allocate(capacity: workers * perWorker)
+        defer { scratch.deallocate() }
+        let xv = x.floats, wv = w.floats
+        xv.withUnsafeBufferPointer { xp in
+            wv.withUnsafeBufferPointer { wp in
+                out.withUnsafeMutableBufferPointer { op in
+                    withEpilogue(bias, relu: relu) { epilogue in
+                        for image in 0..<n {
+                            let shared = DepthwiseShared(conv: conv, x: xp.baseAddress! + image * channels * inPlane, w: wp.baseAddress!,
+                                                         y: op.baseAddress! + image * channels * plane, work: scratch, epilogue: epilogue)
+                            let body: @Sendable (Int) -> Void = { worker in
+                                let c0 = Swift.min(channels, worker * share), c1 = Swift.min(channels, c0 + share)
+                                guard c0 < c1 else { return }
+                                var c = shared.conv
+                                cg_depthwise3x3(&c, shared.x, shared.w, c0, c1, shared.y, shared.epilogue, shared.work + worker * perWorker)
+                            }
+                            if workers == 1 { body(0) } else { DispatchQueue.concurrentPerform(iterations: workers, execute: body) }
+                        }
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    /// What the workers of one image share in a depthwise convolution (each writes its channels).
+    private struct DepthwiseShared: @unchecked Sendable {
+        let conv: cg_conv
+        let x: UnsafePointer<Float>
+        let w: UnsafePointer<Float>
+        let y: UnsafeMutablePointer<Float>
+        let work: UnsafeMutablePointer<Float>
+        let epilogue: UnsafePointer<cg_epilogue>?
     }
 
     /// The epilogue (bias as the per-channel shift, then ReLU), or nil when there is nothing to do.

@@ -125,9 +125,9 @@ enum MILLinearAlgebraOps {
 }
 
 extension MILLinearAlgebraOps {
-    /// Cortado's own AVX-512 GEMM (the neural-network kind's) where the CPU has it: Debian's
-    /// OpenBLAS falls back to its generic SSE3 kernel on CPUs it does not recognise, which
-    /// some AVX-512 hosts are; OpenBLAS elsewhere.
+    /// Cortado's own GEMM (the neural-network kind's) on the AVX-512 and AVX2 kernel paths:
+    /// Debian's OpenBLAS falls back to its generic SSE3 kernel on CPUs it does not recognise,
+    /// which some AVX-512 hosts are; OpenBLAS on the portable path.
     static let ownGEMM = cg_available() != 0
     static let workspaceFloats = cg_workspace_count()
 

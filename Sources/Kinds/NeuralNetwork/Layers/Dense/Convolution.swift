@@ -19,7 +19,7 @@ import CortadoSpec
 ///   output, cropped by the padding.
 /// Bias and folded steps (batch norm, scale, activation) run per output channel after the GEMM.
 ///
-/// With AVX-512F (`NNPackedGemm`) an ungrouped convolution packs its weights once, at load, as
+/// On the vector kernel paths (`NNPackedGemm`) an ungrouped convolution packs its weights once, at load, as
 /// the GEMM's left operand and packs the im2col matrix straight from the input image into the
 /// right operand's panels (no im2col buffer). Large images go in bands of output columns per
 /// worker (each band packed, multiplied and finished while in cache); small ones pack the whole
@@ -49,6 +49,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
     /// The weights packed for `NNPackedGemm` (ungrouped convolutions, when it is enabled), or
     /// for the direct kernel (`Convolution+Direct.swift`).
     let packed: NNPackedWeights?
+    /// Whether the depthwise 3×3 kernel runs it (`Convolution+Depthwise.swift`).
+    let depthwise: Bool
     let weightForm: String
     private(set) var post: NNChannelEpilogue
     /// A 2×2 stride-2 max pooling (no padding) folded in: the output is the pooled image.
@@ -93,6 +95,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
         let count = deconvolution ? kernelChannels * (outputChannels / groups) * kh * kw : outputChannels * kernelChannels * kh * kw
         let decoded = try NNWeights.values(p.weights, count: count, channels: deconvolution ? kernelChannels : outputChannels, name: "weights")
         weightForm = NNWeights.form(p.weights)
+        depthwise = Self.takesDepthwise(groups: groups, kernelChannels: kernelChannels, outputChannels: outputChannels, kh: kh, kw: kw,
+                                        sh: sh, sw: sw, dh: dh, dw: dw, deconvolution: deconvolution)
         if NNPackedGemm.enabled && !deconvolution && groups == 1 {
             // Only the packed copy is kept.
             let (m, k) = (outputChannels, kernelChannels * kh * kw)
@@ -124,6 +128,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
         var s = "\(deconvolution ? "deconvolution" : "convolution") \(kh)×\(kw) stride \(sh)×\(sw)"
         if dh != 1 || dw != 1 { s += " dilation \(dh)×\(dw)" }
         if groups != 1 { s += " groups \(groups)" }
+        if depthwise { s += " (depthwise kernel)" }
         s += ", \(outputChannels) filters, \(weightForm) weights"
         if !post.names.isEmpty { s += ", then " + post.names.joined(separator: ", ") }
         if pooled { s += ", then max pool 2×2 stride 2" }
@@ -216,6 +221,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
             return NNGemm.slots * (outputChannels / groups) * kh * kw * x.hw
         }
         let k = kernelChannels * kh * kw, n = g.outH * g.outW
+        if depthwise { return depthwiseScratch(g: g, xs: x) }
         if let packed, packed.role == .direct { return directScratch(g: g, xs: x) }
         if pooled { return pooledScratch(k: k, g: g, xs: x) }
         if packed != nil { return inPlace(k: k, g: g) ? inPlaceScratch(k: k, g: g, xs: x) : packedScratch(k: k, n: n) }
@@ -229,6 +235,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
         let g = try! geometry(h: xs.h, w: xs.w)
         if deconvolution {
             runDeconvolution(x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), ys: ys, g: g, context: context)
+        } else if depthwise {
+            runDepthwise(x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), g: g, context: context)
         } else if let packed, packed.role == .direct {
             runDirect(packed, x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), g: g, context: context)
         } else if let packed, pooled {

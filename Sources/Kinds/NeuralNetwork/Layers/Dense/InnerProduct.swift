@@ -8,7 +8,7 @@ import CortadoSpec
 /// (split into one block of rows per worker when several threads are allowed); a single row
 /// is an sgemv, split over the output channels when the matrix is large (4M+ weights). Weights keep the spec's `[Cout, Cin]` layout.
 ///
-/// With AVX-512F (`NNPackedGemm`) the weights are instead packed once, at load, as the GEMM's
+/// On the vector kernel paths (`NNPackedGemm`) the weights are instead packed once, at load, as the GEMM's
 /// right operand `Wᵀ`, and both the batch GEMM (rows split over the workers) and the
 /// one-row GEMV (column panels split over the workers) run on Cortado's own kernels.
 ///

@@ -1,15 +1,16 @@
 import CCortadoGemm
 import Foundation
 
-/// Cortado's own SGEMM (`Sources/CGemm`): AVX-512F micro-kernels over packed operands, used by
-/// convolution and inner product when this CPU has AVX-512F. Constant weights are packed once
+/// Cortado's own SGEMM (`Sources/CGemm`): micro-kernels per instruction set (AVX-512, AVX2)
+/// over packed operands, used by convolution and inner product when the kernel path in use
+/// (`cg_isa()`, chosen from the CPU and `CORTADO_ISA`) is not the portable one. Constant weights are packed once
 /// when the layer is built (`NNPackedWeights`); activations are packed per prediction, a
 /// convolution's straight from its input image (im2col folded into the packing).
 ///
 /// `CORTADO_GEMM=openblas` keeps every layer on OpenBLAS (to compare the two side by side).
 enum NNPackedGemm {
-    /// Whether the layers use it: the CPU has AVX-512F and `CORTADO_GEMM` does not say
-    /// `openblas`.
+    /// Whether the layers use it: the kernel path has vector kernels and `CORTADO_GEMM` does
+    /// not say `openblas`.
     static let enabled: Bool = {
         guard cg_available() != 0 else { return false }
         return ProcessInfo.processInfo.environment["CORTADO_GEMM"]?.lowercased() != "openblas"

@@ -24,7 +24,8 @@ final class PoolingLayer: NNLayer, @unchecked Sendable {
     let global: Bool
     let excludePadding: Bool
 
-    /// Whether `cg_max_pool_2x2_row` runs here (AVX-512F).
+    /// Whether `cg_max_pool_2x2_row` runs here (a vector kernel path: AVX-512 vectorised, AVX2
+    /// a plain loop with the same results).
     static let vectorMax = cg_available() != 0
 
     init(_ p: CoreML_Specification_PoolingLayerParams) throws {

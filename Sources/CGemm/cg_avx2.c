@@ -1,0 +1,248 @@
+// The AVX2+FMA path (x86-64): every function is compiled for AVX2 and FMA by its own target
+// attribute, and runs only when cg_isa() chose this path.
+//
+// The packed layout is the AVX-512 path's (row panels of CG_MR = 12, column panels of
+// CG_NR = 32): 16 ymm registers hold a 6 × 16 tile (12 accumulators, two vectors of B, one
+// broadcast of A), so a 12 × 32 tile of the panels is covered by four of them, the two row
+// halves of one column half in turn so that its 16 columns of B are reused from L1.
+#include "cg_kernels.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#define CV_TARGET __attribute__((target("avx2,fma")))
+#if defined(__clang__)
+#define CV_UNROLL_K _Pragma("clang loop unroll_count(4)")
+#else
+#define CV_UNROLL_K
+#endif
+
+// Lanes [0, n) of an 8-lane mask for maskload/maskstore (n may be ≤ 0 or ≥ 8).
+CV_TARGET static inline __m256i cv_lanes(long n) {
+    int k = n <= 0 ? 0 : n >= 8 ? 8 : (int)n;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// The epilogue on one vector of finished values: v·s + t, then the activation (as cg_epi1).
+CV_TARGET static inline __m256 cv_epi(__m256 v, __m256 s, __m256 t, const cg_epilogue *e) {
+    v = _mm256_fmadd_ps(v, s, t);
+    if (e->activation == CG_ACT_RELU) return _mm256_max_ps(_mm256_setzero_ps(), v); // NaN and −0 stay, as max(0, v) keeps them
+    if (e->activation == CG_ACT_LEAKY_RELU) {
+        __m256 negative = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
+        return _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(e->alpha)), negative);
+    }
+    return v;
+}
+
+// MARK: The 6 × 16 micro-kernel
+
+#define CV_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define CV_DECL(i) __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = _mm256_setzero_ps();
+#define CV_FMA(i) { __m256 ai = _mm256_broadcast_ss(a + i); \
+    c##i##0 = _mm256_fmadd_ps(ai, b0, c##i##0); c##i##1 = _mm256_fmadd_ps(ai, b1, c##i##1); }
+// Per-row scale and shift of row i (when the channels run along the rows).
+#define CV_EPI_ROW(i) if (!e->per_column) { \
+    s0 = s1 = _mm256_set1_ps(cg_epi_scale(e, row + i)); t0 = t1 = _mm256_set1_ps(cg_epi_shift(e, row + i)); }
+#define CV_STORE_FULL(i) { float *ci = c + i * ldc; \
+    if (add) { c##i##0 = _mm256_add_ps(c##i##0, _mm256_loadu_ps(ci)); c##i##1 = _mm256_add_ps(c##i##1, _mm256_loadu_ps(ci + 8)); } \
+    if (e) { CV_EPI_ROW(i) c##i##0 = cv_epi(c##i##0, s0, t0, e); c##i##1 = cv_epi(c##i##1, s1, t1, e); } \
+    _mm256_storeu_ps(ci, c##i##0); _mm256_storeu_ps(ci + 8, c##i##1); }
+#define CV_STORE_PART(i) if (i < mr) { float *ci = c + i * ldc; \
+    if (add) { c##i##0 = _mm256_add_ps(c##i##0, _mm256_maskload_ps(ci, m0)); c##i##1 = _mm256_add_ps(c##i##1, _mm256_maskload_ps(ci + 8, m1)); } \
+    if (e) { CV_EPI_ROW(i) c##i##0 = cv_epi(c##i##0, s0, t0, e); c##i##1 = cv_epi(c##i##1, s1, t1, e); } \
+    _mm256_maskstore_ps(ci, m0, c##i##0); _mm256_maskstore_ps(ci + 8, m1, c##i##1); }
+// The sums of the tile into C (added to it when `add`), the epilogue, masked at the edges.
+#define CV_FINISH \
+    __m256i m0 = cv_lanes(nr), m1 = cv_lanes(nr - 8); \
+    __m256 s0 = _mm256_set1_ps(1.0f), s1 = s0, t0 = _mm256_setzero_ps(), t1 = t0; \
+    if (e && e->per_column) { \
+        if (e->scale) { s0 = _mm256_maskload_ps(e->scale + col, m0); s1 = _mm256_maskload_ps(e->scale + col + 8, m1); } \
+        if (e->shift) { t0 = _mm256_maskload_ps(e->shift + col, m0); t1 = _mm256_maskload_ps(e->shift + col + 8, m1); } \
+    } \
+    if (mr == 6 && nr == 16) { CV_ROWS6(CV_STORE_FULL) return; } \
+    CV_ROWS6(CV_STORE_PART)
+
+// mr ≤ 6 rows × nr ≤ 16 columns: A's rows are a[0..5] of each CG_MR-float step of a packed
+// panel, B's columns b[0..15] of each CG_NR-float step.
+CV_TARGET static void cv_kernel(long kc, const float *restrict a, const float *restrict b, float *restrict c, long ldc, int add,
+                                long mr, long nr, const cg_epilogue *e, long row, long col) {
+    CV_ROWS6(CV_DECL)
+    CV_UNROLL_K
+    for (long p = 0; p < kc; p++, a += CG_MR, b += CG_NR) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        CV_ROWS6(CV_FMA)
+    }
+    CV_FINISH
+}
+
+// The same with B's row q read in place at base + off[q].
+CV_TARGET static void cv_kernel_in_place(long kc, const float *restrict a, const float *restrict base, const long *restrict off,
+                                         float *restrict c, long ldc, int add, long mr, long nr, const cg_epilogue *e, long row,
+                                         long col) {
+    CV_ROWS6(CV_DECL)
+    CV_UNROLL_K
+    for (long p = 0; p < kc; p++, a += CG_MR) {
+        const float *b = base + off[p];
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        CV_ROWS6(CV_FMA)
+    }
+    CV_FINISH
+}
+
+static void cv_tile(long kc, const float *a, const float *b, float *c, long ldc, int add, long mr, long nr, const cg_epilogue *e,
+                    long row, long col) {
+    for (long j = 0; j < nr; j += 16) {
+        for (long i = 0; i < mr; i += 6) {
+            cv_kernel(kc, a + i, b + j, c + i * ldc + j, ldc, add, cg_min(6, mr - i), cg_min(16, nr - j), e, row + i, col + j);
+        }
+    }
+}
+
+static void cv_tile_in_place(long kc, const float *a, const float *base, const long *off, float *c, long ldc, int add, long mr,
+                             long nr, const cg_epilogue *e, long row, long col) {
+    for (long j = 0; j < nr; j += 16) {
+        for (long i = 0; i < mr; i += 6) {
+            cv_kernel_in_place(kc, a + i, base + j, off, c + i * ldc + j, ldc, add, cg_min(6, mr - i), cg_min(16, nr - j), e,
+                               row + i, col + j);
+        }
+    }
+}
+
+// MARK: One row times packed columns
+
+CV_TARGET static void cv_gemv(long n, long k, const float *x, cg_operand b, float *y) {
+    for (long j0 = 0; j0 < n; j0 += CG_NR) {
+        long panel = b.panel + j0 / CG_NR;
+        __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        __m256 t[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (long kb = 0; kb < cg_blocks(k); kb++) {
+            long p0 = cg_block_start(kb, k), kcb = cg_block_start(kb + 1, k) - p0;
+            const float *bp = b.data + p0 * b.width + panel * kcb * CG_NR, *xp = x + p0;
+            long p = 0;
+            for (; p + 2 <= kcb; p += 2, bp += 2 * CG_NR) {
+                __m256 x0 = _mm256_broadcast_ss(xp + p), x1 = _mm256_broadcast_ss(xp + p + 1);
+                for (int q = 0; q < 4; q++) {
+                    s[q] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(bp + 8 * q), s[q]);
+                    t[q] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(bp + CG_NR + 8 * q), t[q]);
+                }
+            }
+            for (; p < kcb; p++, bp += CG_NR) {
+                __m256 x0 = _mm256_broadcast_ss(xp + p);
+                for (int q = 0; q < 4; q++) s[q] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(bp + 8 * q), s[q]);
+            }
+        }
+        long nr = cg_min(CG_NR, n - j0);
+        for (int q = 0; q < 4; q++) _mm256_maskstore_ps(y + j0 + 8 * q, cv_lanes(nr - 8 * q), _mm256_add_ps(s[q], t[q]));
+    }
+}
+
+// MARK: The direct convolution
+
+// Pixels of a tile: one block of 16 channels (two ymm) × 6 pixels is 12 accumulators, two
+// weight vectors and a broadcast: the 16 ymm registers.
+#define CV_NP 6
+#define CV_UNROLL _Pragma("clang loop unroll(full)")
+
+// Sums over cc input channels for one block × NP pixels SW apart (cortado_direct.c's tile).
+CV_TARGET static inline __attribute__((always_inline)) void cv_direct_tile(const int NP, const int SW, long cc, long kh, long kw,
+                                                                           long row_step, long dw, long plane, const float *x,
+                                                                           const float *w, float *acc, int first) {
+    __m256 a0[CV_NP], a1[CV_NP];
+    CV_UNROLL for (int p = 0; p < NP; p++) {
+        a0[p] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + 16 * p);
+        a1[p] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + 16 * p + 8);
+    }
+    for (long c = 0; c < cc; c++) {
+        const float *xc = x + c * plane;
+        for (long i = 0; i < kh; i++) {
+            const float *xr = xc + i * row_step;
+            for (long j = 0; j < kw; j++, w += 16) {
+                const float *xj = xr + j * dw;
+                __m256 v0 = _mm256_loadu_ps(w), v1 = _mm256_loadu_ps(w + 8);
+                CV_UNROLL for (int p = 0; p < NP; p++) {
+                    __m256 b = _mm256_broadcast_ss(xj + p * SW);
+                    a0[p] = _mm256_fmadd_ps(v0, b, a0[p]);
+                    a1[p] = _mm256_fmadd_ps(v1, b, a1[p]);
+                }
+            }
+        }
+    }
+    CV_UNROLL for (int p = 0; p < NP; p++) {
+        _mm256_storeu_ps(acc + 16 * p, a0[p]);
+        _mm256_storeu_ps(acc + 16 * p + 8, a1[p]);
+    }
+}
+
+#define CV_DEFINE(NP, SW) \
+    CV_TARGET static void cv_direct_##NP##_##SW(long cc, long kh, long kw, long row_step, long dw, long plane, const float *x, \
+                                                const float *w, long wstride, float *acc, long bstride, int first) { \
+        (void)wstride; (void)bstride; \
+        cv_direct_tile(NP, SW, cc, kh, kw, row_step, dw, plane, x, w, acc, first); \
+    }
+#define CV_WIDTHS(X, SW) X(1, SW) X(2, SW) X(3, SW) X(4, SW) X(5, SW) X(6, SW)
+CV_WIDTHS(CV_DEFINE, 1)
+CV_WIDTHS(CV_DEFINE, 2)
+#define CV_NAME(NP, SW) cv_direct_##NP##_##SW,
+static const cd_tile_fn cv_direct_tiles[1][2][CD_NP_MAX] = {{{CV_WIDTHS(CV_NAME, 1)}, {CV_WIDTHS(CV_NAME, 2)}}};
+
+// One block's blocked sums to planar rows: the epilogue on each pixel's 16 channels, then
+// 8 × 8 transposes (pixels × channels) into the rows of the block's channels.
+CV_TARGET static void cv_direct_finish(const float *acc, long pixels, long lanes, long channel, const cg_epilogue *e, float *dst,
+                                       long ld) {
+    __m256 s[2] = {_mm256_set1_ps(1.0f), _mm256_set1_ps(1.0f)}, t[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int h = 0; h < 2; h++) {
+        __m256i lm = cv_lanes(lanes - 8 * h);
+        if (e && e->scale) s[h] = _mm256_maskload_ps(e->scale + channel + 8 * h, lm);
+        if (e && e->shift) t[h] = _mm256_maskload_ps(e->shift + channel + 8 * h, lm);
+    }
+    for (long q0 = 0; q0 < pixels; q0 += 8) {
+        long n = cg_min(8, pixels - q0);
+        __m256i pm = cv_lanes(n);
+        for (int h = 0; h < 2 && 8 * h < lanes; h++) {
+            __m256 r[8];
+            for (int i = 0; i < 8; i++) {
+                r[i] = i < n ? _mm256_loadu_ps(acc + (q0 + i) * 16 + 8 * h) : _mm256_setzero_ps();
+                if (e) r[i] = cv_epi(r[i], s[h], t[h], e);
+            }
+            // r[i] = pixel i's 8 channels → r[l] = channel l's 8 pixels.
+            __m256 u[8], v[8];
+            for (int i = 0; i < 8; i += 2) {
+                u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+                u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+            }
+            for (int g = 0; g < 8; g += 4) {
+                v[g] = _mm256_shuffle_ps(u[g], u[g + 2], 0x44);
+                v[g + 1] = _mm256_shuffle_ps(u[g], u[g + 2], 0xEE);
+                v[g + 2] = _mm256_shuffle_ps(u[g + 1], u[g + 3], 0x44);
+                v[g + 3] = _mm256_shuffle_ps(u[g + 1], u[g + 3], 0xEE);
+            }
+            for (int j = 0; j < 4; j++) {
+                r[j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x20);
+                r[4 + j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x31);
+            }
+            for (long l = 0; l < cg_min(8, lanes - 8 * h); l++) _mm256_maskstore_ps(dst + (8 * h + l) * ld + q0, pm, r[l]);
+        }
+    }
+}
+
+// MARK: Depthwise 3×3
+
+CG_DEPTHWISE_PLANE(cv_depthwise_plane, CV_TARGET)
+
+const cg_kernels cg_kernels_avx2 = {
+    .tile = cv_tile,
+    .tile_in_place = cv_tile_in_place,
+    .tile_a_rows = 0,
+    .tile_a_ptrs = 0,
+    .pack_a_panel = cg_plain_pack_a_panel,
+    .gemv = cv_gemv,
+    .direct_blocks = 1,
+    .direct_np = CV_NP,
+    .direct_tiles = cv_direct_tiles,
+    .direct_finish = cv_direct_finish,
+    .depthwise_plane = cv_depthwise_plane,
+    .max_pool_row = cg_plain_max_pool_row,
+};
+
+#endif

@@ -1,0 +1,69 @@
+// Which kernel path runs (see cg_isa in include/cortado_gemm.h): chosen once from the CPU's
+// features and CORTADO_ISA, switchable by tests.
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+
+#include "cg_kernels.h"
+
+static const char *const cg_isa_names[] = {"portable", "avx2", "avx512"};
+
+const char *cg_isa_name(cg_isa_path isa) {
+    return isa >= CG_ISA_PORTABLE && isa <= CG_ISA_AVX512 ? cg_isa_names[isa] : "unknown";
+}
+
+cg_isa_path cg_isa_best(void) {
+#if defined(__x86_64__)
+    // __builtin_cpu_supports also checks that the OS saves the wider registers (XCR0).
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma")) {
+        return CG_ISA_AVX512;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CG_ISA_AVX2;
+#endif
+    return CG_ISA_PORTABLE;
+}
+
+// The path in use, −1 until first asked. Kernels read it on every call; it changes only at
+// the first call or through cg_set_isa, so relaxed atomics suffice.
+static int cg_isa_now = -1;
+
+// The path CORTADO_ISA asks for, or `best` when it is unset or names none (said once on stderr).
+static cg_isa_path cg_isa_requested(cg_isa_path best) {
+    const char *want = getenv("CORTADO_ISA");
+    if (!want || !*want) return best;
+    for (int i = CG_ISA_PORTABLE; i <= CG_ISA_AVX512; i++) {
+        if (strcasecmp(want, cg_isa_names[i]) == 0) return (cg_isa_path)i;
+    }
+    fprintf(stderr, "cortado: CORTADO_ISA=%s is not avx512, avx2 or portable; using %s\n", want, cg_isa_names[best]);
+    return best;
+}
+
+cg_isa_path cg_isa(void) {
+    int isa = __atomic_load_n(&cg_isa_now, __ATOMIC_RELAXED);
+    if (isa < 0) {
+        cg_isa_path best = cg_isa_best(), want = cg_isa_requested(best);
+        isa = want < best ? want : best;
+        __atomic_store_n(&cg_isa_now, isa, __ATOMIC_RELAXED);
+    }
+    return (cg_isa_path)isa;
+}
+
+cg_isa_path cg_set_isa(cg_isa_path isa) {
+    cg_isa_path best = cg_isa_best();
+    int chosen = isa < CG_ISA_PORTABLE ? CG_ISA_PORTABLE : isa > best ? best : isa;
+    __atomic_store_n(&cg_isa_now, chosen, __ATOMIC_RELAXED);
+    return (cg_isa_path)chosen;
+}
+
+int cg_available(void) { return cg_isa() != CG_ISA_PORTABLE; }
+
+const cg_kernels *cg_kernels_now(void) {
+    switch (cg_isa()) {
+#if defined(__x86_64__)
+    case CG_ISA_AVX512: return &cg_kernels_avx512;
+    case CG_ISA_AVX2: return &cg_kernels_avx2;
+#endif
+    default: return &cg_kernels_portable;
+    }
+}
