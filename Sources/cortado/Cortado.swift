@@ -3,6 +3,7 @@ import CortadoEncryption
 import CortadoModels
 import CortadoServer
 import Foundation
+import Logging
 
 @main
 struct Cortado: ParsableCommand {
@@ -97,8 +98,15 @@ struct JSONRowsInput {
     }
 }
 
+/// Where `fail` reports when set (`cortado serve --log-format json`): a critical log line.
+nonisolated(unsafe) var failureLogger: Logger?
+
 /// Prints an error on stderr and exits non-zero.
 func fail(_ message: String, code: Int32 = 1) -> Never {
-    FileHandle.standardError.write(Data(("cortado: " + message + "\n").utf8))
+    if let failureLogger {
+        failureLogger.critical("\(message)")
+    } else {
+        FileHandle.standardError.write(Data(("cortado: " + message + "\n").utf8))
+    }
     exit(code)
 }
