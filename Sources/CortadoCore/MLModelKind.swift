@@ -1,3 +1,4 @@
+import CCortadoKindsHook
 import CortadoSpec
 import Foundation
 
@@ -105,6 +106,16 @@ public final class MLModelKindRegistry: @unchecked Sendable {
 
     public init() {}
 
+    /// The built-in kinds, registered once on the shared registry's first lookup when the
+    /// program links a module that installs the hook (`import Cortado`); nothing otherwise.
+    private static let builtinKinds: Void = {
+        if let load = cortado_builtin_kinds_loader() { load() }
+    }()
+
+    private func loadBuiltinKinds() {
+        if self === Self.shared { _ = Self.builtinKinds }
+    }
+
     /// Registers a kind for every case it declares; a later registration replaces an earlier one.
     public func register(_ kind: any MLModelKind.Type) {
         lock.lock(); defer { lock.unlock() }
@@ -112,12 +123,14 @@ public final class MLModelKindRegistry: @unchecked Sendable {
     }
 
     public func kind(for specType: String) -> (any MLModelKind.Type)? {
+        loadBuiltinKinds()
         lock.lock(); defer { lock.unlock() }
         return kinds[specType]
     }
 
     /// The coverage lists of the registered kinds (each kind once).
     public var coverages: [MLKindCoverage] {
+        loadBuiltinKinds()
         lock.lock(); defer { lock.unlock() }
         var seen = Set<ObjectIdentifier>()
         return kinds.keys.sorted().compactMap { name in
@@ -129,6 +142,7 @@ public final class MLModelKindRegistry: @unchecked Sendable {
 
     /// Case names with a registered kind, sorted.
     public var supportedSpecTypes: [String] {
+        loadBuiltinKinds()
         lock.lock(); defer { lock.unlock() }
         return kinds.keys.sorted()
     }
