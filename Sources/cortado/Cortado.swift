@@ -18,7 +18,7 @@ struct Cortado: ParsableCommand {
         """,
         // `cortado --version`; the same string the server reports in ServerMetadata.
         version: CortadoServerApp.version,
-        subcommands: [Inspect.self, Predict.self, Report.self, Serve.self, Compile.self, Encrypt.self, Update.self]
+        subcommands: [Inspect.self, Predict.self, Report.self, Serve.self, Compile.self, Encrypt.self, Update.self, Generate.self]
     )
 
     /// Registers the built-in kinds and the decryptor once, before any subcommand runs.
