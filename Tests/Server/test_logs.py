@@ -4,8 +4,10 @@ the Open Inference Protocol over gRPC (tritonclient.grpc) and over REST (tritonc
 gets one "call" line with its request id, model, version, service, status and latency.
 The text format stays the default and logs no calls unless asked."""
 import json
+import os
 import re
 import subprocess
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -14,9 +16,10 @@ import tritonclient.grpc as tgrpc
 import tritonclient.http as thttp
 from tritonclient.utils import InferenceServerException
 
-from conftest import CORTADO
 from protos import load_predictor
 
+# As conftest.py's (imported by value: under a run of several folders, 'conftest' may be another's).
+CORTADO = os.environ.get("CORTADO_BIN") or str(Path(__file__).resolve().parents[2] / ".build" / "debug" / "cortado")
 P = load_predictor()
 pb = P.predictor_pb2
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
