@@ -177,7 +177,8 @@ let package = Package(
         ),
         .testTarget(
             name: "CortadoServerTests",
-            dependencies: ["CortadoServer", "CortadoGRPC", "CortadoModels", "CortadoServerProtos"],
+            dependencies: ["CortadoServer", "CortadoGRPC", "CortadoModels", "CortadoServerProtos",
+                           .product(name: "Logging", package: "swift-log")],
             path: "Tests/CortadoServerTests"
         ),
         .testTarget(
