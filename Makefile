@@ -3,11 +3,18 @@ SWIFT ?= swift
 PY := .venv/bin/python
 CORTADO_DEBUG := .build/debug/cortado
 EXAMPLE := examples/iris
+# Speed flags, here rather than in Package.swift (SwiftPM refuses a versioned dependency whose
+# products carry unsafeFlags): C kernels at -O3 in debug builds too (CI tests the kernels as
+# shipped), no exclusivity checks, F16C conversions on x86_64, -Ounchecked in release. Every
+# `swift build`/`swift test` here passes the same flags so that neither rebuilds the other's work.
+SWIFT_FLAGS := -Xcc -O3 -Xswiftc -enforce-exclusivity=unchecked $(if $(filter x86_64,$(shell uname -m)),-Xcc -mf16c)
+SWIFT_RELEASE_FLAGS := $(SWIFT_FLAGS) -Xswiftc -Ounchecked
 
-.PHONY: help setup build release serve test unit-test conformance bench example protos image clean
+.PHONY: help swift-flags setup build release serve client test unit-test conformance bench example protos image clean
 
 help:
-	@echo "make serve        set up, build (release) and run cortado serve on examples/repository"
+	@echo "make serve        install the build's Debian packages, build (release) and run cortado serve on examples/repository"
+	@echo "make client       examples/client.py against a running make serve (a venv with only tritonclient)"
 	@echo "make example      set up, build and run cortado predict on the bundled example model"
 	@echo "make test         set up, build, run the Swift unit tests and the conformance suite"
 	@echo "make bench        release build, then the benchmarks (vs XGBoost, scikit-learn, MLServer, nghttpd)"
@@ -15,28 +22,38 @@ help:
 	@echo "make protos       regenerate Protos/CoreML from coremltools' descriptors and Sources/CortadoSpec"
 	@echo "make setup        install the Debian and Python packages the build and tests need"
 
+# `swift build $$(make -s swift-flags)` builds by hand as `make build` does.
+swift-flags:
+	@echo $(SWIFT_FLAGS)
+
 setup:
 	@scripts/setup.sh
 
 build: setup
-	$(SWIFT) build
+	$(SWIFT) build $(SWIFT_FLAGS)
 
 release: setup
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release $(SWIFT_RELEASE_FLAGS)
 
-serve: setup
-	$(SWIFT) build -c release --product cortado
+# No Python test environment: serving needs only the Debian packages and the toolchain.
+serve:
+	@scripts/setup.sh --build
+	$(SWIFT) build -c release $(SWIFT_RELEASE_FLAGS) --product cortado
 	.build/release/cortado serve --models examples/repository
+
+client:
+	@scripts/setup.sh --client
+	.venv-client/bin/python examples/client.py
 
 example: build
 	$(CORTADO_DEBUG) inspect $(EXAMPLE)/model.mlmodel
 	$(CORTADO_DEBUG) predict $(EXAMPLE)/model.mlmodel --input $(EXAMPLE)/rows.jsonl
 
 unit-test: build
-	$(SWIFT) test
+	$(SWIFT) test $(SWIFT_FLAGS)
 
 conformance: build
-	CORTADO_BIN=$(CORTADO_DEBUG) $(PY) -m pytest -q Tests/Conformance Tests/Format Tests/CLI Tests/NeuralNetwork Tests/Server Tests/Load Tests/Linked Tests/NMS Tests/Plugins Tests/Compile Tests/MLProgram Tests/Deploy Tests/Update
+	CORTADO_BIN=$(CORTADO_DEBUG) $(PY) -m pytest -q Tests/Conformance Tests/Format Tests/CLI Tests/NeuralNetwork Tests/Server Tests/Load Tests/Linked Tests/NMS Tests/Plugins Tests/Compile Tests/MLProgram Tests/Deploy Tests/Update Tests/Adopt
 
 test: unit-test conformance
 

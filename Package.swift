@@ -1,11 +1,11 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-// Kernels and F16C: Float16 conversions vectorize with -mf16c (see NOTES.md).
-let fastMath: [SwiftSetting] = [
-    .unsafeFlags(["-Xcc", "-mf16c", "-enforce-exclusivity=unchecked"]),
-    .unsafeFlags(["-Ounchecked"], .when(configuration: .release)),
-]
+// No unsafeFlags in the targets of the `Cortado` product: SwiftPM refuses a versioned dependency
+// whose products use them ("the target … in product 'Cortado' contains unsafe build flags"). The
+// speed flags (-Xcc -mf16c on x86_64, -enforce-exclusivity=unchecked, -O3 for the C kernels,
+// -Ounchecked in release) come from the Makefile's SWIFT_FLAGS instead (`make -s swift-flags`).
+// The plugin targets below keep theirs: SwiftPM checks only the products a dependent uses.
 
 /// One target per model kind: each lives in its own folder and registers itself.
 let kinds: [(name: String, path: String, extra: [Target.Dependency])] = [
@@ -30,7 +30,8 @@ let pluginC: [CSetting] = [.unsafeFlags(["-fvisibility=hidden", "-I\(Context.pac
 let package = Package(
     name: "Cortado",
     products: [
-        .library(name: "Cortado", targets: ["CortadoModels"]),
+        // `import Cortado`: the Core ML-named API with every built-in kind registered before first use.
+        .library(name: "Cortado", targets: ["Cortado"]),
         .library(name: "CortadoEncryption", targets: ["CortadoEncryption"]),
         .executable(name: "cortado", targets: ["cortado"]),
         .executable(name: "cortado-load", targets: ["cortado-load"]),
@@ -55,26 +56,31 @@ let package = Package(
         ),
         .target(
             name: "CortadoCore",
-            dependencies: ["CortadoSpec", "CLibPNG", "CLibJPEG", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
-            path: "Sources/CortadoCore",
-            swiftSettings: fastMath
+            dependencies: ["CortadoSpec", "CLibPNG", "CLibJPEG", "CCortadoKindsHook", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Sources/CortadoCore"
         ),
+        // The hook through which the registry finds the built-in kinds on first use (set by CCortadoAutoload).
+        .target(name: "CCortadoKindsHook", path: "Sources/CCortadoKindsHook"),
         // Image codecs for image features (PNG in and out, JPEG in).
         .systemLibrary(name: "CLibPNG", path: "Sources/CSystem/CLibPNG", pkgConfig: "libpng"),
         .systemLibrary(name: "CLibJPEG", path: "Sources/CSystem/CLibJPEG", pkgConfig: "libjpeg"),
     ] + kinds.map { kind in
-        .target(name: kind.name, dependencies: ["CortadoCore", "CortadoSpec"] + kind.extra, path: kind.path, swiftSettings: fastMath)
+        .target(name: kind.name, dependencies: ["CortadoCore", "CortadoSpec"] + kind.extra, path: kind.path)
     } + [
         // OpenBLAS (Debian's pthread build) for the neural-network GEMMs.
         .systemLibrary(name: "COpenBLAS", path: "Sources/CSystem/COpenBLAS", pkgConfig: "openblas"),
         // Cortado's own packed SGEMM (AVX-512F kernels chosen at run time, not -march=native);
-        // optimised in debug builds too, so the tests run the kernels as shipped.
-        .target(name: "CCortadoGemm", path: "Sources/CGemm", cSettings: [.unsafeFlags(["-O3"])]),
+        // optimised in debug builds too (the Makefile's -Xcc -O3), so the tests run the kernels as shipped.
+        .target(name: "CCortadoGemm", path: "Sources/CGemm"),
         .target(
             name: "CortadoModels",
             dependencies: ["CortadoCore", "CortadoSpec"] + kinds.map { .byName(name: $0.name) },
             path: "Sources/CortadoModels"
         ),
+        // The library product's module: re-exports the core and registers every built-in kind
+        // before `main` (a C constructor in CCortadoAutoload installs the registry's hook).
+        .target(name: "CCortadoAutoload", dependencies: ["CCortadoKindsHook"], path: "Sources/CCortadoAutoload"),
+        .target(name: "Cortado", dependencies: ["CortadoModels", "CCortadoAutoload"], path: "Sources/Cortado"),
         // Encrypted models (AES-GCM-256): registers a decryptor with the core, so that only
         // what links this target pays for swift-crypto.
         .target(
@@ -108,8 +114,7 @@ let package = Package(
         .target(
             name: "CortadoGRPC",
             dependencies: ["CLibUV", "CNGHTTP2", "CHTTPParser", "COpenSSL"],
-            path: "Sources/CortadoGRPC",
-            swiftSettings: fastMath
+            path: "Sources/CortadoGRPC"
         ),
         .target(
             name: "CortadoServerProtos",
@@ -123,8 +128,7 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Sources/CortadoServer",
-            swiftSettings: fastMath
+            path: "Sources/CortadoServer"
         ),
         .executableTarget(
             name: "cortado",
@@ -160,8 +164,7 @@ let package = Package(
         .executableTarget(
             name: "cortado-bench",
             dependencies: ["CortadoModels", "CCortadoGemm", "COpenBLAS"],
-            path: "Sources/cortado-bench",
-            swiftSettings: fastMath
+            path: "Sources/cortado-bench"
         ),
         .testTarget(
             name: "CortadoCoreTests",
@@ -175,7 +178,8 @@ let package = Package(
         ),
         .testTarget(
             name: "CortadoServerTests",
-            dependencies: ["CortadoServer", "CortadoGRPC", "CortadoModels", "CortadoServerProtos"],
+            dependencies: ["CortadoServer", "CortadoGRPC", "CortadoModels", "CortadoServerProtos",
+                           .product(name: "Logging", package: "swift-log")],
             path: "Tests/CortadoServerTests"
         ),
         .testTarget(

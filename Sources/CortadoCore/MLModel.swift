@@ -76,7 +76,7 @@ public final class MLModel: @unchecked Sendable {
         guard let kind = MLModelKindRegistry.shared.kind(for: specType) else {
             let known = MLModelKindRegistry.shared.supportedSpecTypes
             throw MLModelError(.unsupported, "\(specType) models are not supported by Cortado" +
-                (known.isEmpty ? " (no model kinds are registered: call CortadoModels.registerBuiltinKinds())" : "; supported: \(known.joined(separator: ", "))"))
+                (known.isEmpty ? " (no model kinds are registered: import Cortado, or call CortadoModels.registerBuiltinKinds())" : "; supported: \(known.joined(separator: ", "))"))
         }
         return (specType, kind, MLCompileContext(modelName: name, description: description, configuration: configuration, depth: depth,
                                                  resources: resources))

@@ -1,3 +1,4 @@
+import CCortadoKindsHook
 import CortadoSpec
 import Foundation
 
@@ -105,19 +106,52 @@ public final class MLModelKindRegistry: @unchecked Sendable {
 
     public init() {}
 
+    /// Loading the built-in kinds: not begun, begun by the thread `builtinsLoader`, or done.
+    private let builtinsCondition = NSCondition()
+    private var builtinsLoader: pthread_t?
+    private var builtinsDone = false
+
+    /// Registers the built-in kinds into the shared registry, once, before its first use, when
+    /// the program links a module that installs the hook (`import Cortado`); nothing otherwise.
+    /// Runs before a registration too, so that a kind registered by the program replaces a
+    /// built-in one rather than the other way round. The loader's own registrations pass
+    /// through; other threads wait until it is done.
+    private func loadBuiltinKinds() {
+        guard self === Self.shared else { return }
+        builtinsCondition.lock()
+        if builtinsDone { builtinsCondition.unlock(); return }
+        if let loader = builtinsLoader {
+            if pthread_equal(loader, pthread_self()) == 0 {
+                while !builtinsDone { builtinsCondition.wait() }
+            }
+            builtinsCondition.unlock()
+            return
+        }
+        builtinsLoader = pthread_self()
+        builtinsCondition.unlock()
+        if let load = cortado_builtin_kinds_loader() { load() }
+        builtinsCondition.lock()
+        builtinsDone = true
+        builtinsCondition.broadcast()
+        builtinsCondition.unlock()
+    }
+
     /// Registers a kind for every case it declares; a later registration replaces an earlier one.
     public func register(_ kind: any MLModelKind.Type) {
+        loadBuiltinKinds()
         lock.lock(); defer { lock.unlock() }
         for name in kind.specTypes { kinds[name] = kind }
     }
 
     public func kind(for specType: String) -> (any MLModelKind.Type)? {
+        loadBuiltinKinds()
         lock.lock(); defer { lock.unlock() }
         return kinds[specType]
     }
 
     /// The coverage lists of the registered kinds (each kind once).
     public var coverages: [MLKindCoverage] {
+        loadBuiltinKinds()
         lock.lock(); defer { lock.unlock() }
         var seen = Set<ObjectIdentifier>()
         return kinds.keys.sorted().compactMap { name in
@@ -129,6 +163,7 @@ public final class MLModelKindRegistry: @unchecked Sendable {
 
     /// Case names with a registered kind, sorted.
     public var supportedSpecTypes: [String] {
+        loadBuiltinKinds()
         lock.lock(); defer { lock.unlock() }
         return kinds.keys.sorted()
     }

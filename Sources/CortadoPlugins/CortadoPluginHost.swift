@@ -15,6 +15,10 @@ public final class CortadoPluginHost: @unchecked Sendable {
     /// The environment variable listing plugin directories, colon-separated.
     public static let environmentVariable = "CORTADO_PLUGIN_PATH"
 
+    /// Where plugins' log lines go (level 0 debug … 3 error, plugin name, text); nil: stderr as
+    /// `cortado: plugin NAME [LEVEL]: TEXT`. Set before plugins load (the server's JSON logs).
+    nonisolated(unsafe) public static var logSink: (@Sendable (Int, String, String) -> Void)?
+
     /// A plugin that loaded.
     public struct Loaded: Sendable {
         public let name: String

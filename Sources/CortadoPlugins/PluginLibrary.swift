@@ -59,7 +59,11 @@ final class PluginLibrary: @unchecked Sendable {
             let name = context.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "?"
             let text = message.map { String(cString: $0) } ?? ""
             let tag = Int(level.rawValue) < levels.count ? levels[Int(level.rawValue)] : "log"
-            FileHandle.standardError.write(Data("cortado: plugin \(name) [\(tag)]: \(text)\n".utf8))
+            if let sink = CortadoPluginHost.logSink {
+                sink(Int(level.rawValue), name, text)
+            } else {
+                FileHandle.standardError.write(Data("cortado: plugin \(name) [\(tag)]: \(text)\n".utf8))
+            }
         }))
         return host
     }

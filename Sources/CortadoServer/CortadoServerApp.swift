@@ -30,6 +30,8 @@ public final class CortadoServerApp: @unchecked Sendable {
         public var requiredModels: [String] = []
         /// Sessions of stateful models: how many, and how long one may idle.
         public var sessions = SessionRegistry.Limits()
+        /// One log line per finished prediction call (`--log-calls`; `CallLog`).
+        public var logCalls = false
         public init() {}
     }
 
@@ -56,6 +58,7 @@ public final class CortadoServerApp: @unchecked Sendable {
         repository.modelThreads = threads
         context = ServerContext(repository: repository, policy: options.policy, requiredModels: options.requiredModels,
                                 sessions: options.sessions, logger: logger)
+        if options.logCalls { context.metrics.callLog = CallLog(logger: logger) }
         let router = self.router
         let health = HealthService(context: context, services: { router.serviceNames })
         let services: [any ScopedService] = [PredictorService(context: context), InferenceService(context: context), health]

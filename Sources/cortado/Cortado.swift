@@ -3,6 +3,7 @@ import CortadoEncryption
 import CortadoModels
 import CortadoServer
 import Foundation
+import Logging
 
 @main
 struct Cortado: ParsableCommand {
@@ -17,7 +18,7 @@ struct Cortado: ParsableCommand {
         """,
         // `cortado --version`; the same string the server reports in ServerMetadata.
         version: CortadoServerApp.version,
-        subcommands: [Inspect.self, Predict.self, Report.self, Serve.self, Compile.self, Encrypt.self, Update.self]
+        subcommands: [Inspect.self, Predict.self, Report.self, Serve.self, Compile.self, Encrypt.self, Update.self, Generate.self]
     )
 
     /// Registers the built-in kinds and the decryptor once, before any subcommand runs.
@@ -97,8 +98,15 @@ struct JSONRowsInput {
     }
 }
 
+/// Where `fail` reports when set (`cortado serve --log-format json`): a critical log line.
+nonisolated(unsafe) var failureLogger: Logger?
+
 /// Prints an error on stderr and exits non-zero.
 func fail(_ message: String, code: Int32 = 1) -> Never {
-    FileHandle.standardError.write(Data(("cortado: " + message + "\n").utf8))
+    if let failureLogger {
+        failureLogger.critical("\(message)")
+    } else {
+        FileHandle.standardError.write(Data(("cortado: " + message + "\n").utf8))
+    }
     exit(code)
 }

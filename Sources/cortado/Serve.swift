@@ -1,6 +1,7 @@
 import ArgumentParser
 import CortadoGRPC
 import CortadoModels
+import CortadoPlugins
 import CortadoServer
 import Foundation
 import Logging
@@ -205,6 +206,19 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical (default info).")
     var logLevel: String = "info"
 
+    @Option(name: .long, help: """
+        text (default: `TIME LEVEL cortado: [key=value ...] message` lines) or json: one JSON object per line on stderr \
+        with time (UTC, ISO 8601), level, label, message and every detail as its own field (errors that stop the \
+        server and plugins' log lines too), for log collectors.
+        """)
+    var logFormat: String = "text"
+
+    @Flag(name: .long, help: """
+        Log every finished prediction call at info level: message "call" with request_id (the client's x-request-id, \
+        else one made up), model, version, service, status (gRPC code name), latency_ms and, on failure, error.
+        """)
+    var logCalls = false
+
     @OptionGroup var plugins: PluginOptions
 
     struct FileConfig: Decodable {
@@ -243,12 +257,32 @@ struct Serve: ParsableCommand {
 
     func run() throws {
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown --log-level \(logLevel)") }
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+        switch logFormat {
+        case "text":
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+        case "json":
+            LoggingSystem.bootstrap { label in
+                var handler = JSONLogHandler(label: label)
+                handler.logLevel = level
+                return handler
+            }
+        default:
+            throw ValidationError("unknown --log-format \(logFormat) (text or json)")
         }
         let logger = Logger(label: "cortado")
+        if logFormat == "json" {
+            // Errors that stop the server and plugins' own lines go through the logger too, so
+            // every line on stderr is JSON.
+            failureLogger = logger
+            CortadoPluginHost.logSink = { level, plugin, text in
+                let levels: [Logger.Level] = [.debug, .info, .warning, .error]
+                logger.log(level: level >= 0 && level < levels.count ? levels[level] : .info, "\(text)", metadata: ["plugin": "\(plugin)"])
+            }
+        }
         var file = FileConfig()
         if let config {
             do {
@@ -265,6 +299,7 @@ struct Serve: ParsableCommand {
         logger.info("allocator: \(Allocator.description)")
         var options = CortadoServerApp.Options()
         options.modelKey = keyOptions.key()
+        options.logCalls = logCalls
         options.repository = URL(fileURLWithPath: models)
         options.transport.host = host ?? file.host ?? "127.0.0.1"
         options.transport.port = port ?? file.port ?? 8001

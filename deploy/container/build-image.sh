@@ -68,8 +68,11 @@ mkdir -p "$OUT"
 
 # 1. The binary.
 if [ -z "$BINARY" ]; then
-  log "swift build -c release --product cortado --static-swift-stdlib"
-  swift build -c release --product cortado --static-swift-stdlib
+  # The speed flags are the Makefile's (make -s swift-flags, plus -Ounchecked in release).
+  flags="$(make -s swift-flags) -Xswiftc -Ounchecked"
+  log "swift build -c release $flags --product cortado --static-swift-stdlib"
+  # shellcheck disable=SC2086
+  swift build -c release $flags --product cortado --static-swift-stdlib
   BINARY=.build/release/cortado
 fi
 [ -x "$BINARY" ] || { log "no executable at $BINARY"; exit 1; }

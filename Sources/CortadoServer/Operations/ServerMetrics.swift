@@ -48,6 +48,9 @@ public final class ServerMetrics: @unchecked Sendable {
 
     private let lock = NSLock()
     private var series: [SeriesKey: Series] = [:]
+    /// Where every counted prediction call is also logged (`--log-calls`); nil: not logged.
+    /// Set before the server starts.
+    public var callLog: CallLog?
 
     public init() {}
 

@@ -9,6 +9,8 @@ protocol PredictionCall: AnyObject, Sendable {
     /// When the client stops waiting, in `DispatchTime` nanoseconds; nil: no deadline.
     var deadline: UInt64? { get }
     var isCancelled: Bool { get }
+    /// The client's `x-request-id` (gRPC metadata or HTTP header), for the call log.
+    var requestID: String? { get }
     func fail(_ status: GRPCStatus)
     /// Answers with an encoded message; `framed`: written behind the gRPC frame prefix's
     /// bytes, already filled.
@@ -16,6 +18,8 @@ protocol PredictionCall: AnyObject, Sendable {
 }
 
 extension GRPCServerCall: PredictionCall {
+    var requestID: String? { metadata("x-request-id") }
+
     func respond(_ message: [UInt8], framed: Bool) {
         if framed { respond(framed: message) } else { respond(message) }
     }

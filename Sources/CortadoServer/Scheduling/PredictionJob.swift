@@ -33,11 +33,13 @@ class PredictionJob: @unchecked Sendable {
     /// whose answer needs more than the message (HTTP headers) overrides it.
     func deliver(_ message: [UInt8]) { call.respond(message, framed: prefixReserved) }
 
-    /// Told once how the call ended and how long it took (metrics). Looked up here, on the
-    /// worker, not on the loop thread that builds the job.
-    func observe(_ code: GRPCStatus.Code, _ nanoseconds: UInt64) {
+    /// Told once how the call ended and how long it took (metrics, and the call log when
+    /// on). Looked up here, on the worker, not on the loop thread that builds the job.
+    func observe(_ code: GRPCStatus.Code, _ nanoseconds: UInt64, error: String = "") {
         guard let metrics else { return }
         metrics.model.metricsSeries(metrics.service, in: metrics.registry).observe(code: code, seconds: Double(nanoseconds) / 1e9)
+        metrics.registry.callLog?.record(requestID: call.requestID, model: metrics.model.name, version: metrics.model.version,
+                                         service: metrics.service, status: code, error: error, nanoseconds: nanoseconds)
     }
 
     /// Answers the call with an error, counted for the model.
@@ -45,7 +47,7 @@ class PredictionJob: @unchecked Sendable {
         call.fail(status)
         let total = DispatchTime.now().uptimeNanoseconds - call.receivedAt
         statistics.recordFailure(total: total)
-        observe(status.code, total)
+        observe(status.code, total, error: status.message)
     }
 
     /// The status a job gets without running: the client left, or the deadline passed while it

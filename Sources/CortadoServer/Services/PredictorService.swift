@@ -149,11 +149,16 @@ public final class PredictorService: ScopedService, @unchecked Sendable {
                     context.reply(call, response)
                     context.metrics.observe(model: served.name, service: service, code: .ok,
                                             seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+                    context.metrics.callLog?.record(requestID: call.requestID, model: served.name, version: version, service: service, status: .ok,
+                                                    nanoseconds: DispatchTime.now().uptimeNanoseconds - call.receivedAt)
                 } catch {
                     let status = ServerContext.status(for: error)
                     call.fail(status)
                     context.metrics.observe(model: served.name, service: service, code: status.code,
                                             seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+                    context.metrics.callLog?.record(requestID: call.requestID, model: served.name, version: served.version, service: service,
+                                                    status: status.code, error: status.message,
+                                                    nanoseconds: DispatchTime.now().uptimeNanoseconds - call.receivedAt)
                 }
             }
         } catch {

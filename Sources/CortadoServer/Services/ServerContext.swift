@@ -163,6 +163,9 @@ public final class ServerContext: @unchecked Sendable {
     /// Records a call that failed before reaching a model (unknown model, bad request).
     func rejected(_ call: GRPCServerCall, model: String, service: String, _ status: GRPCStatus) {
         call.fail(status)
-        metrics.observe(model: model, service: service, code: status.code, seconds: Double(DispatchTime.now().uptimeNanoseconds - call.receivedAt) / 1e9)
+        let nanoseconds = DispatchTime.now().uptimeNanoseconds - call.receivedAt
+        metrics.observe(model: model, service: service, code: status.code, seconds: Double(nanoseconds) / 1e9)
+        metrics.callLog?.record(requestID: call.requestID, model: model, version: "", service: service, status: status.code, error: status.message,
+                                nanoseconds: nanoseconds)
     }
 }

@@ -123,7 +123,10 @@ public final class RESTService: @unchecked Sendable {
         } catch {
             let status = ServerContext.status(for: error)
             request.fail(status)
-            context.metrics.observe(model: "", service: Self.service, code: status.code, seconds: Double(DispatchTime.now().uptimeNanoseconds - request.receivedAt) / 1e9)
+            let nanoseconds = DispatchTime.now().uptimeNanoseconds - request.receivedAt
+            context.metrics.observe(model: "", service: Self.service, code: status.code, seconds: Double(nanoseconds) / 1e9)
+            context.metrics.callLog?.record(requestID: request.requestID, model: name, version: version, service: Self.service, status: status.code,
+                                            error: status.message, nanoseconds: nanoseconds)
             return
         }
         context.submit(RESTInferJob(request: request, served: served, context: context, headerLength: headerLength), to: served)
@@ -324,6 +327,7 @@ public final class RESTService: @unchecked Sendable {
 /// An HTTP request as the call a prediction job answers.
 extension HTTPServerRequest: PredictionCall {
     var deadline: UInt64? { nil }
+    var requestID: String? { header("x-request-id") }
 
     func fail(_ status: GRPCStatus) {
         respond(RESTService.error(RESTService.httpStatus(status.code), status.message.isEmpty ? "\(status.code)" : status.message))
