@@ -168,6 +168,25 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         }
     }
 
+    /// A variant of `base` over `graph` (`base.graph` with some layers rebuilt: see
+    /// `NNGraph.replacing`): the same inputs, outputs and labels, plans of its own.
+    init(variantOf base: NNCompiledNetwork, graph: NNGraph) throws {
+        self.graph = graph
+        inputs = base.inputs
+        outputs = base.outputs
+        classifier = base.classifier
+        threads = base.threads
+        tensorArrays = base.tensorArrays
+        rank4Images = base.rank4Images
+        splittable = base.splittable
+        weightWarnings = base.weightWarnings
+        kept = base.kept
+        let declared = inputs.compactMap { input in input.declared.map { (input.name, $0) } }
+        if declared.count == inputs.count {
+            defaultPlan = try plan(for: Dictionary(uniqueKeysWithValues: declared))
+        }
+    }
+
     static func blobShape(_ dims: [Int], feature: String, tensor: Bool) throws -> NNShape {
         if tensor {
             guard dims.allSatisfy({ $0 > 0 }) else { throw MLModelError(.featureType, feature: feature, "shape \(dims) has a dimension below 1") }
