@@ -30,6 +30,10 @@ public final class CortadoServerApp: @unchecked Sendable {
         public var requiredModels: [String] = []
         /// Sessions of stateful models: how many, and how long one may idle.
         public var sessions = SessionRegistry.Limits()
+        /// Updates: how many at once, rows and memory (`UpdateRunner`).
+        public var updates = UpdateRunner.Limits()
+        /// Compiled variants kept in memory (`VariantRegistry`).
+        public var maxVariants = 1000
         public init() {}
     }
 
@@ -55,7 +59,7 @@ public final class CortadoServerApp: @unchecked Sendable {
         repository.modelKey = key
         repository.modelThreads = threads
         context = ServerContext(repository: repository, policy: options.policy, requiredModels: options.requiredModels,
-                                sessions: options.sessions, logger: logger)
+                                sessions: options.sessions, updates: options.updates, maxVariants: options.maxVariants, logger: logger)
         let router = self.router
         let health = HealthService(context: context, services: { router.serviceNames })
         let services: [any ScopedService] = [PredictorService(context: context), InferenceService(context: context), health]
