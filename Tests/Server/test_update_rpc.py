@@ -80,6 +80,12 @@ def repo(tmp_path_factory):
     write(root, "head", spec)
     write(root, "big", head_network(hidden=512, seed=4))
     write(root, "fixed", head_network(updatable=False))
+    from coremltools.models.nearest_neighbors import KNearestNeighborsClassifierBuilder
+    k = KNearestNeighborsClassifierBuilder(input_name="x", output_name="label", number_of_dimensions=2,
+                                           default_class_label="none", number_of_neighbors=1)
+    k.is_updatable = True
+    k.add_samples(np.array([[0, 0], [10, 10]], dtype=np.float32), ["a", "b"])
+    write(root, "knn", k.spec)
     return root, spec
 
 
@@ -231,6 +237,23 @@ def test_variants_are_evicted_beyond_the_bound_and_reload(served, repo):
         for x, want in zip(probe, answers[name]):
             np.testing.assert_allclose(predict(stub, x, variant=name)[0], want, rtol=RTOL, atol=ATOL)
     assert sum(v.loaded for v in variants(stub).values()) == 2
+
+
+def test_knn_variant_learns_its_examples(served):
+    """Another kind through the same RPC: a k-NN classifier's variant holds the examples sent."""
+    server, stub = served()
+
+    def label(x, variant=""):
+        reply = stub.Predict(pb.PredictRequest(model="knn", variant=variant, inputs=[pb.Feature(name="x", value=array(x))]),
+                             timeout=30)
+        return {f.name: f.value for f in reply.outputs}["label"].string_value
+
+    rows = [pb.Row(features=[pb.Feature(name="x", value=array(x)), pb.Feature(name="label", value=pb.FeatureValue(string_value=l))])
+            for x, l in [([20, 0], "c"), ([0, 20], "d")]]
+    progress, result = update(stub, rows, variant="u1", model="knn")
+    assert result.examples == 2 and not result.HasField("loss") and not progress[0].HasField("loss")
+    assert [label(x, "u1") for x in ([19, 1], [1, 19], [1, 1])] == ["c", "d", "a"]
+    assert [label(x) for x in ([19, 1], [1, 19])] == ["b", "b"]
 
 
 # ---------------------------------------------------------------- under load, cancelled
