@@ -3,9 +3,9 @@ import Foundation
 
 /// Where updates (`cortado.v1.Predictor` Update) run, and what they may take: training is
 /// long and heavy, so it never runs on the loop thread nor on the prediction workers. Each
-/// update decodes and checks its rows on `queue`, then trains on a thread of its own
-/// (`MLUpdateTask`) whose scheduling priority is lowered, so that predictions win the cores
-/// when both want them. At most `maxConcurrent` updates run at once and together they may
+/// update decodes and checks its rows on a thread of its own (`start`), then trains on
+/// another (`MLUpdateTask`'s); both run at a lowered scheduling priority, so that predictions
+/// win the cores when both want them. At most `maxConcurrent` updates run at once and together they may
 /// hold `maxBytes` of training examples; an update beyond either is refused with
 /// RESOURCE_EXHAUSTED at once (not queued: a client retries, as for a full queue).
 public final class UpdateRunner: @unchecked Sendable {
@@ -24,7 +24,6 @@ public final class UpdateRunner: @unchecked Sendable {
     static let trainingNice: Int32 = 10
 
     public let limits: Limits
-    let queue = DispatchQueue(label: "cortado.update", attributes: .concurrent)
     private let lock = NSLock()
     private var running = 0
     private var heldBytes = 0
@@ -80,6 +79,17 @@ public final class UpdateRunner: @unchecked Sendable {
 
     /// Updates running now.
     public var active: Int { lock.withLock { running } }
+
+    /// Runs `body` on a new thread at the training priority (a thread of its own: the nice
+    /// value stays with the thread, so a pooled thread must not be lowered).
+    func start(_ body: @escaping @Sendable () -> Void) {
+        let thread = Thread {
+            Self.lowerThreadPriority()
+            body()
+        }
+        thread.name = "cortado.update.prepare"
+        thread.start()
+    }
 
     /// Lowers the calling thread's scheduling priority (on Linux the nice value belongs to
     /// the thread, so this leaves the other threads as they are).

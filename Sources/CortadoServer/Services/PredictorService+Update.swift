@@ -7,11 +7,11 @@ import Foundation
 /// the server. The model kind is never named here: whatever the kind, the core's task trains
 /// it, and `MLModel.variant(specification:)` compiles a variant (sharing what the kind can).
 extension PredictorService {
-    /// Update: decode and check on the update queue, train on the task's own thread, stream
+    /// Update: decode and check on a thread of its own, train on the task's, stream
     /// one event per epoch, then install the result (a new version, or a variant) and send it.
     static func update(_ call: GRPCServerCall, _ context: ServerContext) {
         guard context.permitted(call, context.policy.deniedModelControl("Update")) else { return }
-        context.updates.queue.async {
+        context.updates.start {
             do {
                 try startUpdate(call, context)
             } catch {
