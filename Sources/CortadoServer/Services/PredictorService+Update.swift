@@ -193,16 +193,21 @@ private final class UpdateRun: @unchecked Sendable {
     /// On the training thread, once: the result is compiled and installed here, and only
     /// when the update completed and its client is still there.
     func complete(_ result: MLUpdateContext) {
-        defer { reservation.release() }
+        // The update's place is given back before its client hears the end, so that a client
+        // sending its next update on the answer finds the place free.
+        func fail(_ status: GRPCStatus) {
+            reservation.release()
+            call.fail(status)
+        }
         let task = result.task
         if call.isCancelled {
             context.logger.info("update cancelled by its client; nothing was changed", metadata: ["model": "\(servedName)"])
-            call.fail(GRPCStatus(.cancelled, "the update was cancelled; nothing was changed"))
+            fail(GRPCStatus(.cancelled, "the update was cancelled; nothing was changed"))
             return
         }
         guard task.state == .completed, let spec = result.specification else {
             let error = task.error.map(PredictorService.updateStatus(for:)) ?? GRPCStatus(.internal, "the update ended without a model")
-            call.fail(GRPCStatus(error.code, "\(error.message); nothing was changed"))
+            fail(GRPCStatus(error.code, "\(error.message); nothing was changed"))
             return
         }
         var out = Cortado_V1_UpdateResult()
@@ -228,15 +233,16 @@ private final class UpdateRun: @unchecked Sendable {
                                                                   "sharesBase": "\(model.sharesBase)"])
             }
         } catch {
-            call.fail(GRPCStatus(.internal, "the trained model failed to load: \(error); nothing was changed"))
+            fail(GRPCStatus(.internal, "the trained model failed to load: \(error); nothing was changed"))
             return
         }
         var event = Cortado_V1_UpdateEvent()
         event.result = out
         guard let bytes: [UInt8] = try? event.serializedBytes() else {
-            call.fail(GRPCStatus(.internal, "could not encode the update's result"))
+            fail(GRPCStatus(.internal, "could not encode the update's result"))
             return
         }
+        reservation.release()
         call.send(bytes)
         call.finish()
     }
