@@ -15,6 +15,8 @@ public final class MLModel: @unchecked Sendable {
     /// The `Model.Type` case this model is (e.g. "treeEnsembleClassifier").
     public let specType: String
     public let compiled: any MLCompiledModel
+    /// True for a variant compiled over another model's compiled parts (`variant(specification:)`).
+    public let sharesBase: Bool
 
     /// Loads a `.mlmodel` file (or an `.mlpackage` folder).
     public convenience init(contentsOf url: URL, configuration: MLModelConfiguration = MLModelConfiguration()) throws {
@@ -59,9 +61,21 @@ public final class MLModel: @unchecked Sendable {
             self.name = name
             self.specType = specType
             self.compiled = compiled
+            self.sharesBase = false
         } catch let error as MLModelError {
             throw error.inModel(name)
         }
+    }
+
+    init(description: MLModelDescription, configuration: MLModelConfiguration, specification: CoreML_Specification_Model,
+         name: String, specType: String, compiled: any MLCompiledModel, sharesBase: Bool) {
+        self.modelDescription = description
+        self.configuration = configuration
+        self.specification = specification
+        self.name = name
+        self.specType = specType
+        self.compiled = compiled
+        self.sharesBase = sharesBase
     }
 
     /// The registered kind for a spec, and the context it compiles in.

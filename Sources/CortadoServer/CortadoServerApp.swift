@@ -32,6 +32,10 @@ public final class CortadoServerApp: @unchecked Sendable {
         public var sessions = SessionRegistry.Limits()
         /// One log line per finished prediction call (`--log-calls`; `CallLog`).
         public var logCalls = false
+        /// Updates: how many at once, rows and memory (`UpdateRunner`).
+        public var updates = UpdateRunner.Limits()
+        /// Compiled variants kept in memory (`VariantRegistry`).
+        public var maxVariants = 1000
         public init() {}
     }
 
@@ -57,7 +61,7 @@ public final class CortadoServerApp: @unchecked Sendable {
         repository.modelKey = key
         repository.modelThreads = threads
         context = ServerContext(repository: repository, policy: options.policy, requiredModels: options.requiredModels,
-                                sessions: options.sessions, logger: logger)
+                                sessions: options.sessions, updates: options.updates, maxVariants: options.maxVariants, logger: logger)
         if options.logCalls { context.metrics.callLog = CallLog(logger: logger) }
         let router = self.router
         let health = HealthService(context: context, services: { router.serviceNames })

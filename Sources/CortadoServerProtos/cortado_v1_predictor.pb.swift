@@ -380,6 +380,10 @@ public nonisolated struct Cortado_V1_PredictRequest: Sendable {
   /// model, version and function apply; `model` must name the same model).
   public var session: String = String()
 
+  /// A variant of the model made by Update: its trained parameters answer (NOT_FOUND when
+  /// the model has no such variant). Empty: the model itself.
+  public var variant: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -427,6 +431,9 @@ public nonisolated struct Cortado_V1_PredictBatchRequest: Sendable {
   public var rows: [Cortado_V1_Row] = []
 
   public var outputs: [String] = []
+
+  /// As PredictRequest.variant.
+  public var variant: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -735,6 +742,312 @@ public nonisolated struct Cortado_V1_EndSessionRequest: Sendable {
 }
 
 public nonisolated struct Cortado_V1_EndSessionResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Hyperparameters an update may override (Core ML's MLParameterKey); unset fields keep the
+/// model's own values, and a value outside what the model allows is INVALID_ARGUMENT.
+public nonisolated struct Cortado_V1_UpdateParameters: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var epochs: Int64 {
+    get {_epochs ?? 0}
+    set {_epochs = newValue}
+  }
+  /// Returns true if `epochs` has been explicitly set.
+  public var hasEpochs: Bool {self._epochs != nil}
+  /// Clears the value of `epochs`. Subsequent reads from it will return its default value.
+  public mutating func clearEpochs() {self._epochs = nil}
+
+  public var learningRate: Double {
+    get {_learningRate ?? 0}
+    set {_learningRate = newValue}
+  }
+  /// Returns true if `learningRate` has been explicitly set.
+  public var hasLearningRate: Bool {self._learningRate != nil}
+  /// Clears the value of `learningRate`. Subsequent reads from it will return its default value.
+  public mutating func clearLearningRate() {self._learningRate = nil}
+
+  public var miniBatchSize: Int64 {
+    get {_miniBatchSize ?? 0}
+    set {_miniBatchSize = newValue}
+  }
+  /// Returns true if `miniBatchSize` has been explicitly set.
+  public var hasMiniBatchSize: Bool {self._miniBatchSize != nil}
+  /// Clears the value of `miniBatchSize`. Subsequent reads from it will return its default value.
+  public mutating func clearMiniBatchSize() {self._miniBatchSize = nil}
+
+  public var momentum: Double {
+    get {_momentum ?? 0}
+    set {_momentum = newValue}
+  }
+  /// Returns true if `momentum` has been explicitly set.
+  public var hasMomentum: Bool {self._momentum != nil}
+  /// Clears the value of `momentum`. Subsequent reads from it will return its default value.
+  public mutating func clearMomentum() {self._momentum = nil}
+
+  public var beta1: Double {
+    get {_beta1 ?? 0}
+    set {_beta1 = newValue}
+  }
+  /// Returns true if `beta1` has been explicitly set.
+  public var hasBeta1: Bool {self._beta1 != nil}
+  /// Clears the value of `beta1`. Subsequent reads from it will return its default value.
+  public mutating func clearBeta1() {self._beta1 = nil}
+
+  public var beta2: Double {
+    get {_beta2 ?? 0}
+    set {_beta2 = newValue}
+  }
+  /// Returns true if `beta2` has been explicitly set.
+  public var hasBeta2: Bool {self._beta2 != nil}
+  /// Clears the value of `beta2`. Subsequent reads from it will return its default value.
+  public mutating func clearBeta2() {self._beta2 = nil}
+
+  public var eps: Double {
+    get {_eps ?? 0}
+    set {_eps = newValue}
+  }
+  /// Returns true if `eps` has been explicitly set.
+  public var hasEps: Bool {self._eps != nil}
+  /// Clears the value of `eps`. Subsequent reads from it will return its default value.
+  public mutating func clearEps() {self._eps = nil}
+
+  public var shuffle: Bool {
+    get {_shuffle ?? false}
+    set {_shuffle = newValue}
+  }
+  /// Returns true if `shuffle` has been explicitly set.
+  public var hasShuffle: Bool {self._shuffle != nil}
+  /// Clears the value of `shuffle`. Subsequent reads from it will return its default value.
+  public mutating func clearShuffle() {self._shuffle = nil}
+
+  public var seed: Int64 {
+    get {_seed ?? 0}
+    set {_seed = newValue}
+  }
+  /// Returns true if `seed` has been explicitly set.
+  public var hasSeed: Bool {self._seed != nil}
+  /// Clears the value of `seed`. Subsequent reads from it will return its default value.
+  public mutating func clearSeed() {self._seed = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _epochs: Int64? = nil
+  fileprivate var _learningRate: Double? = nil
+  fileprivate var _miniBatchSize: Int64? = nil
+  fileprivate var _momentum: Double? = nil
+  fileprivate var _beta1: Double? = nil
+  fileprivate var _beta2: Double? = nil
+  fileprivate var _eps: Double? = nil
+  fileprivate var _shuffle: Bool? = nil
+  fileprivate var _seed: Int64? = nil
+}
+
+public nonisolated struct Cortado_V1_UpdateRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var model: String = String()
+
+  /// Empty: the version served by default.
+  public var version: String = String()
+
+  /// Empty: the trained model serves as the model's next version (the old one serves until
+  /// it is ready). Otherwise the name of a variant ([A-Za-z0-9._-], at most 128 characters):
+  /// created, or, when it exists, trained further from its own parameters.
+  public var variant: String = String()
+
+  /// The training examples: each row holds the model's training inputs (its features and
+  /// the target), typed as PredictRequest.inputs.
+  public var rows: [Cortado_V1_Row] = []
+
+  public var parameters: Cortado_V1_UpdateParameters {
+    get {_parameters ?? Cortado_V1_UpdateParameters()}
+    set {_parameters = newValue}
+  }
+  /// Returns true if `parameters` has been explicitly set.
+  public var hasParameters: Bool {self._parameters != nil}
+  /// Clears the value of `parameters`. Subsequent reads from it will return its default value.
+  public mutating func clearParameters() {self._parameters = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _parameters: Cortado_V1_UpdateParameters? = nil
+}
+
+public nonisolated struct Cortado_V1_UpdateProgress: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// 0-based.
+  public var epoch: Int64 = 0
+
+  public var epochs: Int64 = 0
+
+  /// The epoch's mean loss; absent for models trained without a loss (k-NN).
+  public var loss: Double {
+    get {_loss ?? 0}
+    set {_loss = newValue}
+  }
+  /// Returns true if `loss` has been explicitly set.
+  public var hasLoss: Bool {self._loss != nil}
+  /// Clears the value of `loss`. Subsequent reads from it will return its default value.
+  public mutating func clearLoss() {self._loss = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _loss: Double? = nil
+}
+
+public nonisolated struct Cortado_V1_UpdateResult: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var model: String = String()
+
+  /// The version the result serves as (a new version), or the base version of the variant.
+  public var version: String = String()
+
+  public var variant: String = String()
+
+  public var examples: Int64 = 0
+
+  public var epochs: Int64 = 0
+
+  public var loss: Double {
+    get {_loss ?? 0}
+    set {_loss = newValue}
+  }
+  /// Returns true if `loss` has been explicitly set.
+  public var hasLoss: Bool {self._loss != nil}
+  /// Clears the value of `loss`. Subsequent reads from it will return its default value.
+  public mutating func clearLoss() {self._loss = nil}
+
+  /// The hyperparameters the update ran with, as "key=value".
+  public var parameters: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _loss: Double? = nil
+}
+
+public nonisolated struct Cortado_V1_UpdateEvent: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var event: Cortado_V1_UpdateEvent.OneOf_Event? = nil
+
+  public var progress: Cortado_V1_UpdateProgress {
+    get {
+      if case .progress(let v)? = event {return v}
+      return Cortado_V1_UpdateProgress()
+    }
+    set {event = .progress(newValue)}
+  }
+
+  public var result: Cortado_V1_UpdateResult {
+    get {
+      if case .result(let v)? = event {return v}
+      return Cortado_V1_UpdateResult()
+    }
+    set {event = .result(newValue)}
+  }
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum OneOf_Event: Equatable, Sendable {
+    case progress(Cortado_V1_UpdateProgress)
+    case result(Cortado_V1_UpdateResult)
+
+  }
+
+  public init() {}
+}
+
+public nonisolated struct Cortado_V1_VariantStatus: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var model: String = String()
+
+  public var variant: String = String()
+
+  /// The model version the variant was trained from.
+  public var baseVersion: String = String()
+
+  /// Whether its compiled form is in memory now (variants load on first use and the least
+  /// recently used are dropped beyond --max-variants).
+  public var loaded: Bool = false
+
+  public var updates: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Cortado_V1_ListVariantsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Empty: every model's variants.
+  public var model: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Cortado_V1_ListVariantsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var variants: [Cortado_V1_VariantStatus] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Cortado_V1_DeleteVariantRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var model: String = String()
+
+  public var variant: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Cortado_V1_DeleteVariantResponse: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
@@ -1103,7 +1416,7 @@ nonisolated extension Cortado_V1_Feature: SwiftProtobuf.Message, SwiftProtobuf._
 
 nonisolated extension Cortado_V1_PredictRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".PredictRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}model\0\u{1}version\0\u{1}inputs\0\u{1}outputs\0\u{1}function\0\u{1}session\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}model\0\u{1}version\0\u{1}inputs\0\u{1}outputs\0\u{1}function\0\u{1}session\0\u{1}variant\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1117,6 +1430,7 @@ nonisolated extension Cortado_V1_PredictRequest: SwiftProtobuf.Message, SwiftPro
       case 4: try { try decoder.decodeRepeatedStringField(value: &self.outputs) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.function) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.session) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.variant) }()
       default: break
       }
     }
@@ -1141,6 +1455,9 @@ nonisolated extension Cortado_V1_PredictRequest: SwiftProtobuf.Message, SwiftPro
     if !self.session.isEmpty {
       try visitor.visitSingularStringField(value: self.session, fieldNumber: 6)
     }
+    if !self.variant.isEmpty {
+      try visitor.visitSingularStringField(value: self.variant, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1151,6 +1468,7 @@ nonisolated extension Cortado_V1_PredictRequest: SwiftProtobuf.Message, SwiftPro
     if lhs.outputs != rhs.outputs {return false}
     if lhs.function != rhs.function {return false}
     if lhs.session != rhs.session {return false}
+    if lhs.variant != rhs.variant {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1228,7 +1546,7 @@ nonisolated extension Cortado_V1_Row: SwiftProtobuf.Message, SwiftProtobuf._Mess
 
 nonisolated extension Cortado_V1_PredictBatchRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".PredictBatchRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}model\0\u{1}version\0\u{1}rows\0\u{1}outputs\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}model\0\u{1}version\0\u{1}rows\0\u{1}outputs\0\u{1}variant\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1240,6 +1558,7 @@ nonisolated extension Cortado_V1_PredictBatchRequest: SwiftProtobuf.Message, Swi
       case 2: try { try decoder.decodeSingularStringField(value: &self.version) }()
       case 3: try { try decoder.decodeRepeatedMessageField(value: &self.rows) }()
       case 4: try { try decoder.decodeRepeatedStringField(value: &self.outputs) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.variant) }()
       default: break
       }
     }
@@ -1258,6 +1577,9 @@ nonisolated extension Cortado_V1_PredictBatchRequest: SwiftProtobuf.Message, Swi
     if !self.outputs.isEmpty {
       try visitor.visitRepeatedStringField(value: self.outputs, fieldNumber: 4)
     }
+    if !self.variant.isEmpty {
+      try visitor.visitSingularStringField(value: self.variant, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1266,6 +1588,7 @@ nonisolated extension Cortado_V1_PredictBatchRequest: SwiftProtobuf.Message, Swi
     if lhs.version != rhs.version {return false}
     if lhs.rows != rhs.rows {return false}
     if lhs.outputs != rhs.outputs {return false}
+    if lhs.variant != rhs.variant {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1906,6 +2229,473 @@ nonisolated extension Cortado_V1_EndSessionResponse: SwiftProtobuf.Message, Swif
   }
 
   public static func ==(lhs: Cortado_V1_EndSessionResponse, rhs: Cortado_V1_EndSessionResponse) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Cortado_V1_UpdateParameters: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UpdateParameters"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}epochs\0\u{3}learning_rate\0\u{3}mini_batch_size\0\u{1}momentum\0\u{1}beta1\0\u{1}beta2\0\u{1}eps\0\u{1}shuffle\0\u{1}seed\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt64Field(value: &self._epochs) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self._learningRate) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self._miniBatchSize) }()
+      case 4: try { try decoder.decodeSingularDoubleField(value: &self._momentum) }()
+      case 5: try { try decoder.decodeSingularDoubleField(value: &self._beta1) }()
+      case 6: try { try decoder.decodeSingularDoubleField(value: &self._beta2) }()
+      case 7: try { try decoder.decodeSingularDoubleField(value: &self._eps) }()
+      case 8: try { try decoder.decodeSingularBoolField(value: &self._shuffle) }()
+      case 9: try { try decoder.decodeSingularInt64Field(value: &self._seed) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._epochs {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._learningRate {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._miniBatchSize {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 3)
+    } }()
+    try { if let v = self._momentum {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 4)
+    } }()
+    try { if let v = self._beta1 {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 5)
+    } }()
+    try { if let v = self._beta2 {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 6)
+    } }()
+    try { if let v = self._eps {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 7)
+    } }()
+    try { if let v = self._shuffle {
+      try visitor.visitSingularBoolField(value: v, fieldNumber: 8)
+    } }()
+    try { if let v = self._seed {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 9)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Cortado_V1_UpdateParameters, rhs: Cortado_V1_UpdateParameters) -> Bool {
+    if lhs._epochs != rhs._epochs {return false}
+    if lhs._learningRate != rhs._learningRate {return false}
+    if lhs._miniBatchSize != rhs._miniBatchSize {return false}
+    if lhs._momentum != rhs._momentum {return false}
+    if lhs._beta1 != rhs._beta1 {return false}
+    if lhs._beta2 != rhs._beta2 {return false}
+    if lhs._eps != rhs._eps {return false}
+    if lhs._shuffle != rhs._shuffle {return false}
+    if lhs._seed != rhs._seed {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Cortado_V1_UpdateRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UpdateRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}model\0\u{1}version\0\u{1}variant\0\u{1}rows\0\u{1}parameters\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.model) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.version) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.variant) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.rows) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._parameters) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.model.isEmpty {
+      try visitor.visitSingularStringField(value: self.model, fieldNumber: 1)
+    }
+    if !self.version.isEmpty {
+      try visitor.visitSingularStringField(value: self.version, fieldNumber: 2)
+    }
+    if !self.variant.isEmpty {
+      try visitor.visitSingularStringField(value: self.variant, fieldNumber: 3)
+    }
+    if !self.rows.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.rows, fieldNumber: 4)
+    }
+    try { if let v = self._parameters {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Cortado_V1_UpdateRequest, rhs: Cortado_V1_UpdateRequest) -> Bool {
+    if lhs.model != rhs.model {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.variant != rhs.variant {return false}
+    if lhs.rows != rhs.rows {return false}
+    if lhs._parameters != rhs._parameters {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Cortado_V1_UpdateProgress: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UpdateProgress"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}epoch\0\u{1}epochs\0\u{1}loss\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt64Field(value: &self.epoch) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.epochs) }()
+      case 3: try { try decoder.decodeSingularDoubleField(value: &self._loss) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.epoch != 0 {
+      try visitor.visitSingularInt64Field(value: self.epoch, fieldNumber: 1)
+    }
+    if self.epochs != 0 {
+      try visitor.visitSingularInt64Field(value: self.epochs, fieldNumber: 2)
+    }
+    try { if let v = self._loss {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 3)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Cortado_V1_UpdateProgress, rhs: Cortado_V1_UpdateProgress) -> Bool {
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.epochs != rhs.epochs {return false}
+    if lhs._loss != rhs._loss {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Cortado_V1_UpdateResult: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UpdateResult"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}model\0\u{1}version\0\u{1}variant\0\u{1}examples\0\u{1}epochs\0\u{1}loss\0\u{1}parameters\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.model) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.version) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.variant) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.examples) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.epochs) }()
+      case 6: try { try decoder.decodeSingularDoubleField(value: &self._loss) }()
+      case 7: try { try decoder.decodeRepeatedStringField(value: &self.parameters) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.model.isEmpty {
+      try visitor.visitSingularStringField(value: self.model, fieldNumber: 1)
+    }
+    if !self.version.isEmpty {
+      try visitor.visitSingularStringField(value: self.version, fieldNumber: 2)
+    }
+    if !self.variant.isEmpty {
+      try visitor.visitSingularStringField(value: self.variant, fieldNumber: 3)
+    }
+    if self.examples != 0 {
+      try visitor.visitSingularInt64Field(value: self.examples, fieldNumber: 4)
+    }
+    if self.epochs != 0 {
+      try visitor.visitSingularInt64Field(value: self.epochs, fieldNumber: 5)
+    }
+    try { if let v = self._loss {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 6)
+    } }()
+    if !self.parameters.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.parameters, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Cortado_V1_UpdateResult, rhs: Cortado_V1_UpdateResult) -> Bool {
+    if lhs.model != rhs.model {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.variant != rhs.variant {return false}
+    if lhs.examples != rhs.examples {return false}
+    if lhs.epochs != rhs.epochs {return false}
+    if lhs._loss != rhs._loss {return false}
+    if lhs.parameters != rhs.parameters {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Cortado_V1_UpdateEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UpdateEvent"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}progress\0\u{1}result\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try {
+        var v: Cortado_V1_UpdateProgress?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .progress(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .progress(v)
+        }
+      }()
+      case 2: try {
+        var v: Cortado_V1_UpdateResult?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .result(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .result(v)
+        }
+      }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    switch self.event {
+    case .progress?: try {
+      guard case .progress(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    }()
+    case .result?: try {
+      guard case .result(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case nil: break
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Cortado_V1_UpdateEvent, rhs: Cortado_V1_UpdateEvent) -> Bool {
+    if lhs.event != rhs.event {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Cortado_V1_VariantStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".VariantStatus"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}model\0\u{1}variant\0\u{3}base_version\0\u{1}loaded\0\u{1}updates\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.model) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.variant) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.baseVersion) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.loaded) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.updates) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.model.isEmpty {
+      try visitor.visitSingularStringField(value: self.model, fieldNumber: 1)
+    }
+    if !self.variant.isEmpty {
+      try visitor.visitSingularStringField(value: self.variant, fieldNumber: 2)
+    }
+    if !self.baseVersion.isEmpty {
+      try visitor.visitSingularStringField(value: self.baseVersion, fieldNumber: 3)
+    }
+    if self.loaded != false {
+      try visitor.visitSingularBoolField(value: self.loaded, fieldNumber: 4)
+    }
+    if self.updates != 0 {
+      try visitor.visitSingularInt64Field(value: self.updates, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Cortado_V1_VariantStatus, rhs: Cortado_V1_VariantStatus) -> Bool {
+    if lhs.model != rhs.model {return false}
+    if lhs.variant != rhs.variant {return false}
+    if lhs.baseVersion != rhs.baseVersion {return false}
+    if lhs.loaded != rhs.loaded {return false}
+    if lhs.updates != rhs.updates {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Cortado_V1_ListVariantsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ListVariantsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}model\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.model) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.model.isEmpty {
+      try visitor.visitSingularStringField(value: self.model, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Cortado_V1_ListVariantsRequest, rhs: Cortado_V1_ListVariantsRequest) -> Bool {
+    if lhs.model != rhs.model {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Cortado_V1_ListVariantsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ListVariantsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}variants\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.variants) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.variants.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.variants, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Cortado_V1_ListVariantsResponse, rhs: Cortado_V1_ListVariantsResponse) -> Bool {
+    if lhs.variants != rhs.variants {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Cortado_V1_DeleteVariantRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DeleteVariantRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}model\0\u{1}variant\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.model) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.variant) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.model.isEmpty {
+      try visitor.visitSingularStringField(value: self.model, fieldNumber: 1)
+    }
+    if !self.variant.isEmpty {
+      try visitor.visitSingularStringField(value: self.variant, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Cortado_V1_DeleteVariantRequest, rhs: Cortado_V1_DeleteVariantRequest) -> Bool {
+    if lhs.model != rhs.model {return false}
+    if lhs.variant != rhs.variant {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Cortado_V1_DeleteVariantResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DeleteVariantResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Cortado_V1_DeleteVariantResponse, rhs: Cortado_V1_DeleteVariantResponse) -> Bool {
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -51,6 +51,7 @@ struct Serve: ParsableCommand {
         "sharedMemoryPrefix", "maxStreamBuffer", "maxConnectionBuffer", "maxProcessBuffer", \
         "maxConnections", "maxConnectionsPerPeer", "headerTimeout", "tlsCert", "tlsKey", "tlsClientCA", \
         "authTokens", "requireModels": ["a", "b"], "maxSessions", "sessionIdleTimeout", \
+        "maxConcurrentUpdates", "maxUpdateRows", "maxUpdateMemory", "maxVariants", \
         "models": {"<name>": {"maxConcurrency": N, "maxQueue": N, "maxBatchSize": N, "maxQueueDelayUs": N}}}.
 
         Model control (--model-control, as Triton's --model-control-mode): with none (the \
@@ -95,12 +96,29 @@ struct Serve: ParsableCommand {
         UNAUTHENTICATED, a token without the method's scope PERMISSION_DENIED, checked before the \
         request is read. infer: Predict, PredictBatch, List, Describe, ModelInfer, \
         ModelStreamInfer, ServerMetadata, ModelReady, ModelMetadata, ModelConfig, \
-        ModelStatistics. admin: Load, Unload, RepositoryIndex, RepositoryModelLoad/Unload, \
+        ModelStatistics, ListVariants. admin: Load, Unload, Update, DeleteVariant, RepositoryIndex, RepositoryModelLoad/Unload, \
         SystemSharedMemoryRegister/Status/Unregister. metrics: /metrics on the metrics port \
         (the `Authorization: Bearer TOKEN` header; 401 or 403 without). Open without a token, \
         for probes: grpc.health.v1.Health, ServerLive, ServerReady, /healthz, /readyz. SIGHUP \
         reads the token file again (a file that fails to parse keeps the tokens in use). Use \
         tokens with TLS: over plaintext they travel in the clear.
+
+        Updates (cortado.v1.Predictor Update, Core ML's MLUpdateTask; model control: needs \
+        --model-control explicit or poll and, with tokens, the admin scope): the request's rows \
+        hold the model's training inputs (features and target, typed as Predict's inputs); the \
+        answer streams one UpdateEvent per epoch with the loss, then the result. Without a \
+        variant name the trained model serves as the model's next version (the old one serves \
+        until it is ready); with one it becomes that variant of the model (trained further when \
+        it exists), which PredictRequest.variant (and PredictBatchRequest.variant) selects. A \
+        variant shares its base's compiled layers where the kind can (neural networks: all but \
+        the layers the update changed); variants live in memory, are listed by ListVariants, \
+        dropped by DeleteVariant, and at most --max-variants stay compiled (the least recently \
+        used are compiled again on their next use). Training runs on its own threads at a lower \
+        priority than predictions, at most --max-concurrent-updates at once, each with at most \
+        --max-update-rows rows and all with at most --max-update-memory MiB of examples; a \
+        client that cancels cancels its update; bad rows, hyperparameters out of range or a loss \
+        that diverges answer INVALID_ARGUMENT, a model that is not updatable FAILED_PRECONDITION, \
+        and nothing is replaced.
 
         Readiness (--require-models a,b): /readyz (503), OIP ServerReady and the health \
         service's overall status ("") are not ready while a listed model is not loaded (it \
@@ -203,6 +221,18 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: "Seconds a session may go without a call before it ends and its state is dropped (default 600).")
     var sessionIdleTimeout: Double?
 
+    @Option(name: .long, help: "Updates (cortado.v1.Predictor Update) training at once; more get RESOURCE_EXHAUSTED (default 1).")
+    var maxConcurrentUpdates: Int?
+
+    @Option(name: .long, help: "Training rows one Update may send; more get INVALID_ARGUMENT (default 100000).")
+    var maxUpdateRows: Int?
+
+    @Option(name: .long, help: "MiB of training examples all running updates may hold, 8 bytes per value; more get RESOURCE_EXHAUSTED (default 256).")
+    var maxUpdateMemory: Int?
+
+    @Option(name: .long, help: "Variants (made by Update) kept compiled in memory; the least recently used beyond are dropped and compiled again on use (default 1000).")
+    var maxVariants: Int?
+
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical (default info).")
     var logLevel: String = "info"
 
@@ -252,6 +282,10 @@ struct Serve: ParsableCommand {
         var requireModels: [String]?
         var maxSessions: Int?
         var sessionIdleTimeout: Double?
+        var maxConcurrentUpdates: Int?
+        var maxUpdateRows: Int?
+        var maxUpdateMemory: Int?
+        var maxVariants: Int?
         var models: [String: Model]?
     }
 
@@ -406,6 +440,15 @@ struct Serve: ParsableCommand {
         guard options.sessions.maxSessions >= 0, options.sessions.idleSeconds > 0 else {
             throw ValidationError("--max-sessions must be ≥ 0 and --session-idle-timeout > 0")
         }
+        options.updates.maxConcurrent = maxConcurrentUpdates ?? file.maxConcurrentUpdates ?? 1
+        options.updates.maxRows = maxUpdateRows ?? file.maxUpdateRows ?? 100_000
+        let updateMemory = maxUpdateMemory ?? file.maxUpdateMemory ?? 256
+        options.maxVariants = maxVariants ?? file.maxVariants ?? 1000
+        guard options.updates.maxConcurrent >= 0, options.updates.maxRows > 0, updateMemory > 0, updateMemory < (1 << 40),
+              options.maxVariants > 0 else {
+            throw ValidationError("--max-concurrent-updates must be ≥ 0 (0 refuses every update), --max-update-rows, --max-update-memory and --max-variants > 0")
+        }
+        options.updates.maxBytes = updateMemory << 20
     }
 
     /// The per-client budgets, from the flags or the config file; defaults derive from the

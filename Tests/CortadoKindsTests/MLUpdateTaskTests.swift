@@ -157,4 +157,50 @@ final class MLUpdateTaskTests: XCTestCase {
             XCTAssertTrue("\($0)".contains("probs_true"), "\($0)")
         }
     }
+
+    /// A variant (`MLModel.variant(specification:)`) of a network with a fixed body: compiled
+    /// over the base's layers, it predicts as the same spec compiled in full, and the base
+    /// predicts as before. A spec that differs elsewhere than in its layers is compiled in full.
+    func testVariantSharesTheBaseAndPredictsAsAFullCompile() throws {
+        var spec = updatableSpec()
+        var body = CoreML_Specification_NeuralNetworkLayer()
+        body.name = "body"; body.input = ["x"]; body.output = ["h"]
+        var ip = CoreML_Specification_InnerProductLayerParams()
+        ip.inputChannels = 2; ip.outputChannels = 2; ip.hasBias_p = true
+        ip.weights.floatValue = [0.7, -0.4, 0.2, 0.9]
+        ip.bias.floatValue = [0.1, -0.1]
+        body.innerProduct = ip
+        var relu = CoreML_Specification_NeuralNetworkLayer()
+        relu.name = "relu"; relu.input = ["h"]; relu.output = ["hr"]; relu.activation.reLu = .init()
+        spec.neuralNetwork.layers[0].input = ["hr"]
+        spec.neuralNetwork.layers.insert(contentsOf: [body, relu], at: 0)
+        let base = try MLModel(specification: spec)
+        var final: MLUpdateContext?
+        let task = try MLUpdateTask(model: base, trainingData: examples(),
+                                    progressHandlers: MLUpdateProgressHandlers(forEvents: [], progressHandler: nil, completionHandler: { final = $0 }))
+        task.resume()
+        task.waitUntilCompleted()
+        let trained = try XCTUnwrap(XCTUnwrap(final).specification)
+
+        let variant = try base.variant(specification: trained)
+        XCTAssertTrue(variant.sharesBase)
+        let full = try MLModel(specification: trained)
+        func probs(_ model: MLModel, _ x: [Double]) throws -> [Double] {
+            let out = try model.prediction(from: MLDictionaryFeatureProvider(dictionary: ["x": MLMultiArray(x, shape: [2])]))
+            let a = try XCTUnwrap(out.featureValue(for: "probs")?.multiArrayValue)
+            return (0..<a.count).map { a.double(at: $0) }
+        }
+        for x in [[1.0, 0], [0, 1], [0.3, -2], [2, 2]] {
+            let want = try probs(full, x)
+            let got = try probs(variant, x)
+            for (g, w) in zip(got, want) { XCTAssertEqual(g, w, accuracy: 1e-6) }
+            XCTAssertNotEqual(try probs(base, x), want, "the base keeps its own head")
+        }
+
+        var other = trained
+        other.description_p.metadata.shortDescription = "not the base's description"
+        let unshared = try base.variant(specification: other)
+        XCTAssertFalse(unshared.sharesBase)
+        for (g, w) in zip(try probs(unshared, [1, 0]), try probs(full, [1, 0])) { XCTAssertEqual(g, w, accuracy: 1e-6) }
+    }
 }

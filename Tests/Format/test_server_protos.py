@@ -234,14 +234,15 @@ PREDICTOR_NUMBERS = {
     "FeatureValue": {"int64_value": 1, "double_value": 2, "string_value": 3, "multi_array": 4,
                      "dictionary": 5, "image": 6, "sequence": 7},
     "Feature": {"name": 1, "value": 2},
-    "PredictRequest": {"model": 1, "version": 2, "inputs": 3, "outputs": 4, "function": 5, "session": 6},
+    "PredictRequest": {"model": 1, "version": 2, "inputs": 3, "outputs": 4, "function": 5, "session": 6,
+                       "variant": 7},
     "CreateSessionRequest": {"model": 1, "version": 2, "function": 3},
     "CreateSessionResponse": {"session": 1, "idle_timeout_ms": 2},
     "EndSessionRequest": {"session": 1},
     "EndSessionResponse": {},
     "PredictResponse": {"model": 1, "version": 2, "outputs": 3},
     "Row": {"features": 1},
-    "PredictBatchRequest": {"model": 1, "version": 2, "rows": 3, "outputs": 4},
+    "PredictBatchRequest": {"model": 1, "version": 2, "rows": 3, "outputs": 4, "variant": 5},
     "PredictBatchResponse": {"model": 1, "version": 2, "rows": 3},
     "ModelStatus": {"name": 1, "version": 2, "state": 3, "reason": 4, "spec_type": 5},
     "FeatureDescription": {"name": 1, "short_description": 2, "type": 3, "optional": 4, "data_type": 5,
@@ -257,6 +258,17 @@ PREDICTOR_NUMBERS = {
                          "class_labels": 5, "int64_class_labels": 6, "predicted_feature_name": 7,
                          "predicted_probabilities_name": 8, "author": 9, "license": 10,
                          "short_description": 11, "user_defined": 12, "summary": 13},
+    "UpdateParameters": {"epochs": 1, "learning_rate": 2, "mini_batch_size": 3, "momentum": 4, "beta1": 5,
+                         "beta2": 6, "eps": 7, "shuffle": 8, "seed": 9},
+    "UpdateRequest": {"model": 1, "version": 2, "variant": 3, "rows": 4, "parameters": 5},
+    "UpdateProgress": {"epoch": 1, "epochs": 2, "loss": 3},
+    "UpdateResult": {"model": 1, "version": 2, "variant": 3, "examples": 4, "epochs": 5, "loss": 6, "parameters": 7},
+    "UpdateEvent": {"progress": 1, "result": 2},
+    "VariantStatus": {"model": 1, "variant": 2, "base_version": 3, "loaded": 4, "updates": 5},
+    "ListVariantsRequest": {"model": 1},
+    "ListVariantsResponse": {"variants": 1},
+    "DeleteVariantRequest": {"model": 1, "variant": 2},
+    "DeleteVariantResponse": {},
 }
 PREDICTOR_ENUMS = {
     "ArrayDataType": {"ARRAY_DATA_TYPE_UNSPECIFIED": 0, "FLOAT32": 1, "DOUBLE": 2, "INT32": 3, "FLOAT16": 4},
@@ -281,7 +293,8 @@ def test_predictor_numbers_are_stable(ours):
     for name, want in PREDICTOR_ENUMS.items():
         assert {v.name: v.number for v in enums[name].value} == want, name
     assert [m.name for m in fp.service[0].method] == [
-        "Predict", "PredictBatch", "Load", "Unload", "List", "Describe", "CreateSession", "EndSession"]
+        "Predict", "PredictBatch", "Load", "Unload", "List", "Describe", "CreateSession", "EndSession",
+        "Update", "ListVariants", "DeleteVariant"]
 
 
 def test_predictor_keeps_maps_off_the_prediction_path(ours):

@@ -436,6 +436,12 @@ def test_tokens_and_scopes_grpcio(repo, token_file, start_secure):
                      grpc.StatusCode.PERMISSION_DENIED, "'admin' scope")
         expect_error(lambda: stub.Unload(pb.UnloadRequest(model="scaler"), timeout=30, metadata=bearer("metrics")),
                      grpc.StatusCode.PERMISSION_DENIED, "'admin' scope")
+        # Updates and variant deletion are admin's; listing variants is a read.
+        expect_error(lambda: list(stub.Update(pb.UpdateRequest(model="scaler", variant="v"), timeout=30, metadata=bearer("infer"))),
+                     grpc.StatusCode.PERMISSION_DENIED, "'admin' scope")
+        expect_error(lambda: stub.DeleteVariant(pb.DeleteVariantRequest(model="scaler", variant="v"), timeout=30,
+                                                metadata=bearer("infer")), grpc.StatusCode.PERMISSION_DENIED, "'admin' scope")
+        assert not stub.ListVariants(pb.ListVariantsRequest(), timeout=10, metadata=bearer("infer")).variants
         # admin: load and unload, not predictions.
         stub.Load(pb.LoadRequest(model="scaler"), timeout=30, metadata=bearer("admin"))
         expect_error(lambda: stub.Predict(request, timeout=10, metadata=bearer("admin")), grpc.StatusCode.PERMISSION_DENIED, "'infer' scope")

@@ -27,14 +27,19 @@ public final class PredictorService: ScopedService, @unchecked Sendable {
                     return Cortado_V1_EndSessionResponse()
                 }
             },
+            "Update": { [context] call in Self.update(call, context) },
+            "ListVariants": { [context] call in
+                context.inline(call) { Self.listVariants(context, try context.decode(Cortado_V1_ListVariantsRequest.self, call)) }
+            },
+            "DeleteVariant": { [context] call in Self.deleteVariant(call, context) },
         ]
     }
 
     /// With `--auth-tokens`: predictions and reads need `infer`, changes `admin`.
     public var access: [String: MethodAccess] {
         ["Predict": .scope(.infer), "PredictBatch": .scope(.infer), "List": .scope(.infer), "Describe": .scope(.infer),
-         "CreateSession": .scope(.infer), "EndSession": .scope(.infer),
-         "Load": .scope(.admin), "Unload": .scope(.admin)]
+         "CreateSession": .scope(.infer), "EndSession": .scope(.infer), "ListVariants": .scope(.infer),
+         "Load": .scope(.admin), "Unload": .scope(.admin), "Update": .scope(.admin), "DeleteVariant": .scope(.admin)]
     }
 
     static let service = "predictor"
@@ -71,7 +76,7 @@ public final class PredictorService: ScopedService, @unchecked Sendable {
 
     static func predict(_ call: GRPCServerCall, _ context: ServerContext) {
         guard let served = context.admit(Cortado_V1_PredictRequest.self, call, service: service) else { return }
-        if ProtobufPeek.hasNonEmpty(call.request, fields: [5, 6]) {
+        if ProtobufPeek.hasNonEmpty(call.request, fields: [5, 6, 7]) {
             predictWithFunctionOrSession(call, served, context)
             return
         }
@@ -91,6 +96,10 @@ public final class PredictorService: ScopedService, @unchecked Sendable {
 
     static func predictBatch(_ call: GRPCServerCall, _ context: ServerContext) {
         guard let served = context.admit(Cortado_V1_PredictBatchRequest.self, call, service: service) else { return }
+        if ProtobufPeek.hasNonEmpty(call.request, fields: [5]) {
+            predictBatchOfVariant(call, served, context)
+            return
+        }
         let state = JobState<Cortado_V1_PredictBatchRequest>()
         context.infer(call, model: served, service: service, rows: {
             let request = try context.decode(Cortado_V1_PredictBatchRequest.self, call)
@@ -117,8 +126,8 @@ public final class PredictorService: ScopedService, @unchecked Sendable {
         })
     }
 
-    /// A prediction of one function of a multi-function program, or in a session (with its
-    /// state): run as one job on the model's scheduler, never batched with other calls (a
+    /// A prediction of one function of a multi-function program, in a session (with its
+    /// state), or of a variant (`VariantRegistry`): run as one job on the model's scheduler, never batched with other calls (a
     /// session's predictions must see each other's state updates in order).
     static func predictWithFunctionOrSession(_ call: GRPCServerCall, _ served: ServedModel, _ context: ServerContext) {
         do {
@@ -129,7 +138,12 @@ public final class PredictorService: ScopedService, @unchecked Sendable {
                     var model = served.model
                     var version = served.version
                     var state: MLState?
-                    if !request.session.isEmpty {
+                    if !request.variant.isEmpty {
+                        guard request.session.isEmpty, request.function.isEmpty else {
+                            throw GRPCStatus(.invalidArgument, "a variant is predicted without a session or function")
+                        }
+                        (model, version) = try context.variants.model(served.name, variant: request.variant)
+                    } else if !request.session.isEmpty {
                         let session = try context.sessions.use(request.session, model: request.model)
                         guard request.function.isEmpty || request.function == session.model.modelDescription.functionName else {
                             throw GRPCStatus(.invalidArgument, "session '\(request.session)' runs function '\(session.model.modelDescription.functionName ?? "main")'")
@@ -159,6 +173,45 @@ public final class PredictorService: ScopedService, @unchecked Sendable {
                     context.metrics.callLog?.record(requestID: call.requestID, model: served.name, version: served.version, service: service,
                                                     status: status.code, error: status.message,
                                                     nanoseconds: DispatchTime.now().uptimeNanoseconds - call.receivedAt)
+                }
+            }
+        } catch {
+            context.rejected(call, model: served.name, service: service, error)
+        }
+    }
+
+    /// PredictBatch on a variant: one job on the base model's scheduler, the rows as one batch.
+    static func predictBatchOfVariant(_ call: GRPCServerCall, _ served: ServedModel, _ context: ServerContext) {
+        do {
+            try served.scheduler.submit {
+                let started = DispatchTime.now().uptimeNanoseconds
+                do {
+                    let request = try context.decode(Cortado_V1_PredictBatchRequest.self, call)
+                    let (model, version) = try context.variants.model(served.name, variant: request.variant)
+                    var batch: [MLFeatureProvider] = []
+                    batch.reserveCapacity(request.rows.count)
+                    for (i, row) in request.rows.enumerated() {
+                        do { batch.append(try inputs(row.features, model: model)) } catch {
+                            throw GRPCStatus(.invalidArgument, "row \(i): \((error as? GRPCStatus)?.message ?? "\(error)")")
+                        }
+                    }
+                    let results = try model.predictions(fromBatch: MLArrayBatchProvider(array: batch))
+                    var response = Cortado_V1_PredictBatchResponse()
+                    response.model = served.name
+                    response.version = version
+                    for i in 0..<results.count {
+                        var row = Cortado_V1_Row()
+                        row.features = try outputs(results.features(at: i), model: model, wanted: request.outputs)
+                        response.rows.append(row)
+                    }
+                    context.reply(call, response)
+                    context.metrics.observe(model: served.name, service: service, code: .ok,
+                                            seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+                } catch {
+                    let status = ServerContext.status(for: error)
+                    call.fail(status)
+                    context.metrics.observe(model: served.name, service: service, code: status.code,
+                                            seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
                 }
             }
         } catch {

@@ -24,12 +24,18 @@ public final class ServerContext: @unchecked Sendable {
 
     /// Sessions of stateful models (their states live here between calls).
     public let sessions: SessionRegistry
+    /// Variants made by Update, and where updates run.
+    public let variants: VariantRegistry
+    public let updates: UpdateRunner
 
     public init(repository: ModelRepository, metrics: ServerMetrics = ServerMetrics(), policy: ServerPolicy = ServerPolicy(),
                 requiredModels: [String] = [], sessions: SessionRegistry.Limits = SessionRegistry.Limits(),
+                updates: UpdateRunner.Limits = UpdateRunner.Limits(), maxVariants: Int = 1000,
                 logger: Logger = Logger(label: "cortado")) {
         self.repository = repository
         self.sessions = SessionRegistry(limits: sessions)
+        self.variants = VariantRegistry(maxLoaded: maxVariants)
+        self.updates = UpdateRunner(limits: updates)
         self.policy = policy
         self.metrics = metrics
         self.requiredModels = requiredModels

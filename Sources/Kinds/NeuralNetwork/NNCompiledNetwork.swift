@@ -66,6 +66,9 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
     private static let maxPlans = 16
     /// The plan for the declared shapes, when every input declares one.
     private(set) var defaultPlan: NNPlan?
+    /// The network this one is a variant of (`init(variantOf:graph:)`): its plans lend theirs
+    /// their workspaces.
+    private let variantBase: NNCompiledNetwork?
 
     var classLabels: MLClassLabels? { classifier?.labels }
 
@@ -158,10 +161,31 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         self.outputs = outputs
         self.classifier = classifier
         kept = Set(outputs.map(\.blob) + [classifier?.blob].compactMap { $0 })
+        variantBase = nil
 
         graph.fuseEpilogues(keeping: kept)
 
         // Plan the declared shapes now, so that shape errors are load errors.
+        let declared = inputs.compactMap { input in input.declared.map { (input.name, $0) } }
+        if declared.count == inputs.count {
+            defaultPlan = try plan(for: Dictionary(uniqueKeysWithValues: declared))
+        }
+    }
+
+    /// A variant of `base` over `graph` (`base.graph` with some layers rebuilt: see
+    /// `NNGraph.replacing`): the same inputs, outputs and labels, plans of its own.
+    init(variantOf base: NNCompiledNetwork, graph: NNGraph) throws {
+        self.graph = graph
+        inputs = base.inputs
+        outputs = base.outputs
+        classifier = base.classifier
+        threads = base.threads
+        tensorArrays = base.tensorArrays
+        rank4Images = base.rank4Images
+        splittable = base.splittable
+        weightWarnings = base.weightWarnings
+        kept = base.kept
+        variantBase = base
         let declared = inputs.compactMap { input in input.declared.map { (input.name, $0) } }
         if declared.count == inputs.count {
             defaultPlan = try plan(for: Dictionary(uniqueKeysWithValues: declared))
@@ -193,6 +217,7 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         if let p = plans[key] { lock.unlock(); return p }
         lock.unlock()
         let plan = try NNPlan(graph: graph, inputShapes: shapes, keep: kept)
+        if let variantBase, let basePlan = try? variantBase.plan(for: shapes) { plan.shareWorkspaces(with: basePlan) }
         lock.lock(); defer { lock.unlock() }
         if let p = plans[key] { return p }
         if planOrder.count >= Self.maxPlans, let evict = planOrder.first(where: { plans[$0] !== defaultPlan }) {

@@ -19,6 +19,8 @@ final class NNGraph: @unchecked Sendable {
         var outputs: [String]
         /// Layers folded into this one (batch norm, activation after a convolution), by name.
         var fused: [String] = []
+        /// The spec names of the layers folded into this one, in the order they were folded.
+        var fusedLayers: [String] = []
     }
 
     private(set) var nodes: [Node]
@@ -89,6 +91,44 @@ final class NNGraph: @unchecked Sendable {
         let outputs = built.flatMap(\.outputs)
         finalNames = Dictionary(uniqueKeysWithValues: (inputs + outputs).map { ($0, current[$0] ?? $0) })
         written = outputs
+    }
+
+    private init(nodes: [Node], inputs: [String], finalNames: [String: String], written: [String]) {
+        self.nodes = nodes
+        self.inputs = inputs
+        self.finalNames = finalNames
+        self.written = written
+    }
+
+    /// This graph with the layers named in `replaced` built again from their new specs (same
+    /// type and blobs, other weights: an update's result) and what this graph folded into
+    /// them folded again, in the same order; every other layer object is this graph's own,
+    /// shared (layers are immutable once fused, and run concurrently already). Nil when
+    /// it cannot share: control flow (nested graphs), or a replaced layer that was folded
+    /// into another rather than being a node of its own.
+    func replacing(_ replaced: [String: CoreML_Specification_NeuralNetworkLayer],
+                   layers: [CoreML_Specification_NeuralNetworkLayer]) throws -> NNGraph? {
+        guard !nodes.contains(where: { $0.layer is any NNControlLayer }) else { return nil }
+        var remaining = replaced
+        var nodes = self.nodes
+        for i in nodes.indices {
+            guard let spec = remaining.removeValue(forKey: nodes[i].name) else { continue }
+            guard Self.typeName(spec) == nodes[i].type, let builder = NNLayerRegistry.builder(for: nodes[i].type) else { return nil }
+            let layer: any NNLayer
+            do { layer = try builder(spec) } catch let e as NNLayerError {
+                throw MLModelError(.invalidModel, "layer '\(nodes[i].name)' (\(nodes[i].type)): \(e.message)")
+            }
+            for name in nodes[i].fusedLayers {
+                guard let folded = layers.first(where: { $0.name == name }), let type = Self.typeName(folded),
+                      let build = NNLayerRegistry.builder(for: type), let next = try? build(folded) else { return nil }
+                if let producer = layer as? any NNEpilogueAccepting, let op = next.epilogue, producer.accept(op) { continue }
+                if let producer = layer as? any NNPoolAccepting, producer.acceptPool(next) { continue }
+                return nil
+            }
+            nodes[i].layer = layer
+        }
+        guard remaining.isEmpty else { return nil }
+        return NNGraph(nodes: nodes, inputs: inputs, finalNames: finalNames, written: written)
     }
 
     /// A nested network (branch, loop body or condition) that may read the blobs named in
@@ -218,6 +258,7 @@ final class NNGraph: @unchecked Sendable {
             }
             nodes[i].outputs = next.outputs
             nodes[i].fused.append("\(next.name) (\(next.type))")
+            nodes[i].fusedLayers.append(next.name)
             nodes.remove(at: i + 1)
         }
     }

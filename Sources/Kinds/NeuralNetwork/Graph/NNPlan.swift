@@ -47,7 +47,9 @@ final class NNPlan: @unchecked Sendable {
     private let graph: NNGraph
     private let kept: Set<String>
     private let lock = NSLock()
-    private var pool: [UnsafeMutablePointer<Float>] = []
+    /// Where workspaces come from and go back to: this plan's own pool, or that of another
+    /// plan of the same layout (`shareWorkspaces`).
+    private var workspaces: NNWorkspacePool?
     private var continuations: [[NNShape]: NNPlan] = [:]
     private static let maxContinuations = 16
     /// Blobs up to this many floats whose inputs are all known are computed while planning.
@@ -223,21 +225,29 @@ final class NNPlan: @unchecked Sendable {
         return tensors.suffix(outs.count).map { Array(UnsafeBufferPointer(start: base + $0.offset, count: $0.count)) }
     }
 
-    deinit { for p in pool { p.deallocate() } }
-
-    /// A workspace to run on; return it with `checkIn`.
-    func checkOut() -> UnsafeMutablePointer<Float> {
-        lock.lock()
-        if let p = pool.popLast() { lock.unlock(); return p }
-        lock.unlock()
-        let n = max(blobFloats + scratchFloats, 1)
-        let p = UnsafeMutableRawPointer.allocate(byteCount: n * 4, alignment: 64).bindMemory(to: Float.self, capacity: n)
-        p.initialize(repeating: 0, count: n)
-        return p
+    private var pool: NNWorkspacePool {
+        lock.lock(); defer { lock.unlock() }
+        if let workspaces { return workspaces }
+        let made = NNWorkspacePool(floats: max(blobFloats + scratchFloats, 1))
+        workspaces = made
+        return made
     }
 
+    /// Takes its workspaces from `other`'s pool when both lay out the same number of floats
+    /// (a variant's plan and its base's, for the same shapes): a thousand variants of one
+    /// network then hold as many workspaces as run at once, not a thousand sets. Call before
+    /// the plan runs.
+    func shareWorkspaces(with other: NNPlan) {
+        guard other !== self, other.blobFloats + other.scratchFloats == blobFloats + scratchFloats else { return }
+        let shared = other.pool
+        lock.lock(); workspaces = shared; lock.unlock()
+    }
+
+    /// A workspace to run on; return it with `checkIn`.
+    func checkOut() -> UnsafeMutablePointer<Float> { pool.checkOut() }
+
     func checkIn(_ p: UnsafeMutablePointer<Float>) {
-        lock.lock(); pool.append(p); lock.unlock()
+        pool.checkIn(p)
     }
 
     /// Runs this plan's steps on a workspace whose inputs are filled in, except those of
@@ -407,4 +417,28 @@ final class NNPlan: @unchecked Sendable {
             free = merged
         }
     }
+}
+
+/// Workspaces of one size, reused: a prediction checks one out and back in.
+final class NNWorkspacePool: @unchecked Sendable {
+    let floats: Int
+    private let lock = NSLock()
+    private var free: [UnsafeMutablePointer<Float>] = []
+
+    init(floats: Int) { self.floats = floats }
+
+    func checkOut() -> UnsafeMutablePointer<Float> {
+        lock.lock()
+        if let p = free.popLast() { lock.unlock(); return p }
+        lock.unlock()
+        let p = UnsafeMutableRawPointer.allocate(byteCount: floats * 4, alignment: 64).bindMemory(to: Float.self, capacity: floats)
+        p.initialize(repeating: 0, count: floats)
+        return p
+    }
+
+    func checkIn(_ p: UnsafeMutablePointer<Float>) {
+        lock.lock(); free.append(p); lock.unlock()
+    }
+
+    deinit { for p in free { p.deallocate() } }
 }

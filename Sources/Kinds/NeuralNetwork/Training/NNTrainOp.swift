@@ -1,3 +1,4 @@
+import COpenBLAS
 import CortadoCore
 import CortadoSpec
 
@@ -11,12 +12,16 @@ protocol NNTrainOp: AnyObject {
     /// Weights and biases, updatable or not.
     var parameters: [NNTrainParameter] { get }
     func forward(_ x: [NNTrainTensor]) throws -> NNTrainTensor
+    /// The forward pass of many examples (`xs[e]`: example e's inputs): for layers no
+    /// parameter being trained reaches, run once over all the examples before training.
+    func forwardBatch(_ xs: [[NNTrainTensor]]) throws -> [NNTrainTensor]
     /// `x`: the inputs of the forward pass, `y` its output, `dy` the loss's gradient there.
     func backward(_ x: [NNTrainTensor], _ y: NNTrainTensor, _ dy: NNTrainTensor) -> [NNTrainTensor]
 }
 
 extension NNTrainOp {
     var parameters: [NNTrainParameter] { [] }
+    func forwardBatch(_ xs: [[NNTrainTensor]]) throws -> [NNTrainTensor] { try xs.map { try forward($0) } }
 }
 
 /// A layer's parameters are wrong for training (or for its inputs); the message names the layer.
@@ -122,6 +127,36 @@ final class NNTrainInnerProduct: NNTrainOp {
             }
         }
         return NNTrainTensor(c: nOut, h: 1, w: 1, data: y)
+    }
+
+    /// All the examples as one product, `Y[n, out] = X[n, in] · Wᵀ + b` (OpenBLAS's dgemm, in
+    /// Double as the one-example path).
+    func forwardBatch(_ xs: [[NNTrainTensor]]) throws -> [NNTrainTensor] {
+        let n = xs.count
+        guard n > 1 else { return try xs.map { try forward($0) } }
+        var x = [Double](repeating: 0, count: n * nIn)
+        for (e, inputs) in xs.enumerated() {
+            let a = inputs[0]
+            guard a.count == nIn, a.h == 1, a.w == 1 else {
+                throw NNTrainError("expects a [\(nIn), 1, 1] input, got \(a.shapeText)")
+            }
+            x.withUnsafeMutableBufferPointer { x in
+                a.data.withUnsafeBufferPointer { (x.baseAddress! + e * nIn).update(from: $0.baseAddress!, count: nIn) }
+            }
+        }
+        var y = [Double](repeating: 0, count: n * nOut)
+        if let b = bias?.value {
+            for e in 0..<n { for o in 0..<nOut { y[e * nOut + o] = b[o] } }
+        }
+        x.withUnsafeBufferPointer { x in
+            weights.value.withUnsafeBufferPointer { w in
+                y.withUnsafeMutableBufferPointer { y in
+                    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(n), blasint(nOut), blasint(nIn),
+                                1, x.baseAddress, blasint(nIn), w.baseAddress, blasint(nIn), 1, y.baseAddress, blasint(nOut))
+                }
+            }
+        }
+        return (0..<n).map { e in NNTrainTensor(c: nOut, h: 1, w: 1, data: Array(y[(e * nOut)..<((e + 1) * nOut)])) }
     }
 
     func backward(_ x: [NNTrainTensor], _ y: NNTrainTensor, _ dy: NNTrainTensor) -> [NNTrainTensor] {

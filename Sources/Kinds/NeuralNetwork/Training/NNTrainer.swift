@@ -23,6 +23,9 @@ import Foundation
 ///   in the given order.
 /// - A loss or weight that is not finite stops training with an error; the task fails and
 ///   nothing is written.
+/// - Layers that no updatable parameter reaches (a fixed body under a trained head) run once,
+///   before the first epoch, over all the examples (inner products as one dgemm); epochs run
+///   the layers that train and what follows them.
 /// Arithmetic is in Double; weights are written back as Float32.
 final class NNTrainer: MLModelTrainer {
     private enum Loss {
@@ -210,6 +213,32 @@ final class NNTrainer: MLModelTrainer {
             }
             examples.append(Example(inputs: inputs, target: try target(of: row, example: i)))
         }
+        try runFixedLayers()
+    }
+
+    /// Layers no trained parameter reaches (a fixed body under a trained head) give the same
+    /// output every epoch: they run once here, over all the examples together, and each
+    /// example keeps the outputs the trained layers read. Epochs then run the trained part
+    /// alone (`step` skips these layers).
+    private func runFixedLayers() throws {
+        guard needsGradient.contains(false), !examples.isEmpty else { return }
+        var blobs = examples.map(\.inputs)
+        var fixedOutputs = Set<String>()
+        for (k, op) in ops.enumerated() where !needsGradient[k] {
+            let ys: [NNTrainTensor]
+            do { ys = try op.forwardBatch(blobs.map { b in op.inputs.map { b[$0]! } }) } catch let error as NNTrainError {
+                throw MLModelError(.featureType, "layer '\(op.layerName)' \(error.message)")
+            }
+            for e in blobs.indices { blobs[e][op.output] = ys[e] }
+            fixedOutputs.insert(op.output)
+        }
+        // What the trained layers (and the loss) read of those outputs.
+        var read = Set(ops.indices.filter { needsGradient[$0] }.flatMap { ops[$0].inputs })
+        if case .meanSquaredError(let blob) = loss { read.insert(blob) }
+        let kept = fixedOutputs.intersection(read)
+        for e in examples.indices {
+            for name in kept { examples[e].inputs[name] = blobs[e][name] }
+        }
     }
 
     private func target(of row: MLFeatureProvider, example i: Int) throws -> Target {
@@ -303,7 +332,13 @@ final class NNTrainer: MLModelTrainer {
         var xs: [[NNTrainTensor]] = []
         var ys: [NNTrainTensor] = []
         xs.reserveCapacity(ops.count); ys.reserveCapacity(ops.count)
-        for op in ops {
+        for (k, op) in ops.enumerated() {
+            // A fixed layer's output came with the example (`runFixedLayers`); nothing reads
+            // its slots here (the backward pass visits only the trained layers).
+            guard needsGradient[k] else {
+                xs.append([]); ys.append(NNTrainTensor(zerosC: 0, h: 0, w: 0))
+                continue
+            }
             let x = op.inputs.map { blobs[$0]! }
             let y: NNTrainTensor
             do { y = try op.forward(x) } catch let error as NNTrainError {
