@@ -94,5 +94,10 @@ final class MLFeatureJSONTests: XCTestCase {
             XCTAssertEqual((try MLJSONParser.parse(Array(good.utf8)) as? NSNumber)?.doubleValue, value, good)
         }
         XCTAssertEqual(try MLJSONParser.parse(Array(#""\u0041\u00e9""#.utf8)) as? String, "A\u{e9}")
+        // Bytes that are not UTF-8 inside a string (fuzz/regressions/feature-json/string-not-utf8).
+        for bad: [UInt8] in [[0x22, 0x87, 0x22], [0x22, 0x61, 0xc3, 0x22], [0x22, 0xed, 0xa0, 0x80, 0x22]] {
+            XCTAssertThrowsError(try MLJSONParser.parse(bad), "\(bad)")
+        }
+        XCTAssertEqual(try MLJSONParser.parse([0x22, 0xc3, 0xa9, 0x22]) as? String, "\u{e9}")
     }
 }

@@ -117,7 +117,11 @@ public struct MLJSONParser {
         while at < bytes.count {
             let c = bytes[at]
             at += 1
-            if c == UInt8(ascii: "\"") { return String(decoding: out, as: UTF8.self) }
+            if c == UInt8(ascii: "\"") {
+                // JSON text is UTF-8 (RFC 8259 §8.1): bad bytes are an error, not U+FFFD.
+                guard let s = String(validating: out, as: UTF8.self) else { throw error("a string that is not valid UTF-8") }
+                return s
+            }
             if c < 0x20 { throw error("control character in a string") }
             guard c == UInt8(ascii: "\\") else { out.append(c); continue }
             guard at < bytes.count else { break }
