@@ -75,6 +75,7 @@ class Caller:
         self.raw_infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
                                              request_serializer=None, response_deserializer=None)
         self.headers = {"authorization": f"Bearer {token}"} if token else None
+        self.details = ""
 
     def close(self):
         self.client.close()
@@ -101,6 +102,7 @@ class Caller:
             reply = self.native.Predict(tp.pb.PredictRequest(model=case.name, inputs=tp.row_features(case, row)),
                                         timeout=30, metadata=self.metadata)
         except self.grpc.RpcError as e:
+            self.details = e.details()
             return "native", True, False, e.code().name
         try:
             tp.check_outputs(case, row, tp.as_dict(reply.outputs))
@@ -113,6 +115,7 @@ class Caller:
         try:
             result = self.client.infer(case.name, self.toi.tensors(case, rows), client_timeout=30, headers=self.headers)
         except InferenceServerException as e:
+            self.details = e.message()
             return "oip", True, False, (e.status() or "UNKNOWN").replace("StatusCode.", "")
         try:
             self.toi.check(case, rows, result)
@@ -132,6 +135,7 @@ class Caller:
                 self.client.async_stream_infer(m, self.toi.tensors(self.repo.cases[m], [i]), request_id=str(k))
             got = [answers.get(timeout=30) for _ in picks]
         except Exception as e:  # a stream cut by the server, or no answer in time
+            self.details = str(e)
             return "stream", True, False, type(e).__name__
         finally:
             try:
@@ -140,6 +144,7 @@ class Caller:
                 pass
         for result, error in got:
             if error is not None:
+                self.details = error.message()
                 return "stream", True, False, (error.status() or "UNKNOWN").replace("StatusCode.", "")
             m, i = picks[int(result.get_response().id)]
             try:
@@ -207,7 +212,9 @@ def caller_process(index, threads, address, repo_dir, term_time, stop, results, 
                     elif not ok:
                         add("bad_wrong_code", code)
                     if not ok and (good or not term) and len(tally["examples"]) < 10 and not (term and started >= term):
-                        tally["examples"].append(f"{time.strftime('%H:%M:%S')} {kind} {code}")
+                        when = f"started {term - started:.3f} s before the SIGTERM" if term else time.strftime("%H:%M:%S")
+                        tally["examples"].append(f"{kind} {code} ({when}): {caller.details[:160]}")
+                    caller.details = ""
         finally:
             caller.close()
 
