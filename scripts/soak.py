@@ -223,6 +223,8 @@ def caller_process(index, threads, address, repo_dir, term_time, stop, results, 
                         add("lost_at_shutdown", f"{kind} {code}")
                     elif not ok and good:
                         add("failed_good", f"{kind} {code}")
+                    elif not ok and term and code == "UNAVAILABLE":
+                        add("refused_at_shutdown", f"{kind} {code}")  # a bad call cut by the drain
                     elif not ok:
                         add("bad_wrong_code", code)
                     if not ok and (good or not term) and len(tally["examples"]) < 10 and not (term and started >= term):
