@@ -10,7 +10,11 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 targets=${TARGETS:-"model-loader infer-decoder http2 feature-json"}
 build=.build-fuzz
-swift build --build-path "$build" --sanitize=fuzzer --sanitize=address -Xswiftc -DCORTADO_LIBFUZZER --product cortado-fuzz || exit 1
+# One combined -sanitize for Swift: given `--sanitize=fuzzer --sanitize=address`, SwiftPM passes
+# two -sanitize= flags in no fixed order and swift-frontend keeps the last, so a build had
+# either coverage or AddressSanitizer (and rebuilt everything when the order changed).
+swift build --build-path "$build" --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address -Xcc -fsanitize=address \
+    -Xswiftc -DCORTADO_LIBFUZZER --product cortado-fuzz || exit 1
 mkdir -p "$build/crashes" "$build/logs"
 failed=0
 summary=""
