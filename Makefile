@@ -10,7 +10,7 @@ EXAMPLE := examples/iris
 SWIFT_FLAGS := -Xcc -O3 -Xswiftc -enforce-exclusivity=unchecked $(if $(filter x86_64,$(shell uname -m)),-Xcc -mf16c)
 SWIFT_RELEASE_FLAGS := $(SWIFT_FLAGS) -Xswiftc -Ounchecked
 
-.PHONY: help swift-flags setup build release serve client test unit-test conformance bench example protos image clean
+.PHONY: help swift-flags setup build release serve client test unit-test conformance bench example protos image clean fuzz sanitize soak
 
 help:
 	@echo "make serve        install the build's Debian packages, build (release) and run cortado serve on examples/repository"
@@ -21,6 +21,9 @@ help:
 	@echo "make image        build the OCI image from Debian packages (mmdebstrap + umoci, as root) and smoke-test it"
 	@echo "make protos       regenerate Protos/CoreML from coremltools' descriptors and Sources/CortadoSpec"
 	@echo "make setup        install the Debian and Python packages the build and tests need"
+	@echo "make fuzz         libFuzzer + ASan build, then each fuzz target for SECONDS (default 30) from fuzz/corpus"
+	@echo "make sanitize     the threaded Swift tests under AddressSanitizer and ThreadSanitizer (long: two rebuilds)"
+	@echo "make soak         release build, then a SECONDS-long (default 120) soak: 64 callers, reloads, SIGTERM"
 
 # `swift build $$(make -s swift-flags)` builds by hand as `make build` does.
 swift-flags:
@@ -70,6 +73,17 @@ protos: setup
 	PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python $(PY) scripts/write_protos.py Protos/CoreML
 	scripts/generate_swift.sh
 	scripts/generate_server_swift.sh
+
+# Long runs, by hand (not in `make test`): README "Fuzzing, sanitizers and soak".
+fuzz: setup
+	scripts/fuzz.sh $(or $(SECONDS),30)
+
+sanitize: setup
+	scripts/sanitize.sh
+
+soak: setup
+	$(SWIFT) build -c release $(SWIFT_RELEASE_FLAGS) --product cortado
+	CORTADO_BIN=.build/release/cortado $(PY) scripts/soak.py --seconds $(or $(SECONDS),120)
 
 clean:
 	rm -rf .build .cases

@@ -161,6 +161,17 @@ let package = Package(
             path: "Sources/cortado-load",
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
+        // Fuzz targets (fuzz/README.md): `make fuzz` builds cortado-fuzz with libFuzzer; an
+        // ordinary build replays inputs, and CortadoFuzzTests runs the seed corpora.
+        .target(
+            name: "CortadoFuzz",
+            dependencies: [
+                "CortadoCore", "CortadoSpec", "CortadoModels", "CortadoEncryption", "CortadoServer", "CortadoGRPC",
+                "CortadoServerProtos", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Sources/CortadoFuzz"
+        ),
+        .executableTarget(name: "cortado-fuzz", dependencies: ["CortadoFuzz"], path: "Sources/cortado-fuzz"),
         .executableTarget(
             name: "cortado-bench",
             dependencies: ["CortadoModels", "CCortadoGemm", "COpenBLAS"],
@@ -191,6 +202,11 @@ let package = Package(
             name: "CortadoEncryptionTests",
             dependencies: ["CortadoEncryption", "CortadoModels"],
             path: "Tests/CortadoEncryptionTests"
+        ),
+        .testTarget(
+            name: "CortadoFuzzTests",
+            dependencies: ["CortadoFuzz"],
+            path: "Tests/CortadoFuzzTests"
         ),
         .testTarget(
             name: "CortadoKindsTests",

@@ -65,7 +65,7 @@ public struct RequestSet {
             request.model = model
             request.version = version
             let outcome = loop.unary(RequestTemplate(path: "/cortado.v1.Predictor/Describe", authority: loop.authority,
-                                                     message: try request.serializedBytes(), timeout: timeout), timeout: timeout)
+                                                     message: try request.serializedBytes(), timeout: timeout, metadata: loop.metadata), timeout: timeout)
             var inputs: [Cortado_V1_FeatureDescription]? = nil
             if outcome.status == 0 {
                 inputs = try Cortado_V1_DescribeResponse(serializedBytes: unframe(outcome.body)).inputs
@@ -85,7 +85,7 @@ public struct RequestSet {
             request.name = model
             request.version = version
             let outcome = loop.unary(RequestTemplate(path: "/inference.GRPCInferenceService/ModelMetadata", authority: loop.authority,
-                                                     message: try request.serializedBytes(), timeout: timeout), timeout: timeout)
+                                                     message: try request.serializedBytes(), timeout: timeout, metadata: loop.metadata), timeout: timeout)
             var inputs: [Inference_ModelMetadataResponse.TensorMetadata]? = nil
             if outcome.status == 0 {
                 inputs = try Inference_ModelMetadataResponse(serializedBytes: unframe(outcome.body)).inputs
@@ -105,8 +105,8 @@ public struct RequestSet {
         return RequestSet(api: api, model: model, version: version, messages: messages, notes: notes)
     }
 
-    public func templates(authority: String, timeout: Double?) -> [RequestTemplate] {
-        messages.map { RequestTemplate(path: api.path, authority: authority, message: $0, timeout: timeout) }
+    public func templates(authority: String, timeout: Double?, metadata: [(String, String)] = []) -> [RequestTemplate] {
+        messages.map { RequestTemplate(path: api.path, authority: authority, message: $0, timeout: timeout, metadata: metadata) }
     }
 
     static func unframe(_ body: [UInt8]) throws -> [UInt8] {

@@ -60,6 +60,10 @@ struct CortadoLoadCommand: ParsableCommand {
     var csv: String?
     @Option(name: .long, help: "Draw latency percentiles against throughput as SVG.")
     var svg: String?
+    @Option(name: .long, help: "Bearer token sent with every call (`authorization: Bearer TOKEN`), for a server started with --auth-tokens; the token needs the infer scope.")
+    var token: String?
+    @Option(name: .customLong("token-file"), help: "Read the bearer token from this file (its first line), so it stays out of the process list.")
+    var tokenFile: String?
     @Flag(name: .long, help: "No progress line.")
     var quiet = false
 
@@ -71,6 +75,7 @@ struct CortadoLoadCommand: ParsableCommand {
         if timeout <= 0 { throw ValidationError("--timeout must be positive") }
         if connections < 1 { throw ValidationError("--connections must be at least 1") }
         if rows < 1 { throw ValidationError("--rows must be at least 1") }
+        if token != nil && tokenFile != nil { throw ValidationError("give --token or --token-file, not both") }
     }
 
     static func list(_ s: String, _ flag: String) throws -> [Double] {
@@ -99,6 +104,15 @@ struct CortadoLoadCommand: ParsableCommand {
         let duration = self.duration ?? (requests == nil ? 10 : nil)
 
         let loop = try LoadLoop(host: host, port: port)
+        var bearer = token
+        if let tokenFile {
+            guard let text = try? String(contentsOfFile: tokenFile, encoding: .utf8),
+                  let line = text.split(whereSeparator: \.isNewline).first?.trimmingCharacters(in: .whitespaces), !line.isEmpty else {
+                throw ValidationError("--token-file \(tokenFile): no token in its first line")
+            }
+            bearer = line
+        }
+        if let bearer { loop.metadata = [("authorization", "Bearer \(bearer)")] }
         let apiKind = LoadAPI(rawValue: api)!
         let set: RequestSet
         do {
@@ -109,7 +123,7 @@ struct CortadoLoadCommand: ParsableCommand {
             throw ExitCode(2)
         }
         for note in set.notes { FileHandle.standardError.write("cortado-load: \(note)\n".data(using: .utf8)!) }
-        let templates = set.templates(authority: loop.authority, timeout: timeout)
+        let templates = set.templates(authority: loop.authority, timeout: timeout, metadata: loop.metadata)
 
         var base = PhaseOptions(mode: modes[0])
         base.duration = duration

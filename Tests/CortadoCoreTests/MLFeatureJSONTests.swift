@@ -82,4 +82,22 @@ final class MLFeatureJSONTests: XCTestCase {
             XCTAssertThrowsError(try MLJSONParser.parse(Array(bad.utf8)), bad)
         }
     }
+
+    /// Numbers and escapes as RFC 8259 writes them, no looser (the feature-json fuzz target
+    /// found `.5` taken: fuzz/regressions/feature-json/number-with-leading-dot).
+    func testParserTakesOnlyJSONNumbersAndEscapes() throws {
+        for bad in [".5", "{\"d\":.5}", "-.5", "1.", "01", "-01", "+1", "1e", "1e+", "1.e3", "--1", "1-2", "0x10", #""\u+041""#, #""\u-041""#] {
+            XCTAssertThrowsError(try MLJSONParser.parse(Array(bad.utf8)), bad)
+            XCTAssertThrowsError(try JSONSerialization.jsonObject(with: Data(bad.utf8), options: [.fragmentsAllowed]), "JSONSerialization: \(bad)")
+        }
+        for (good, value) in [("0", 0.0), ("-0", 0.0), ("0.5", 0.5), ("-0.5e+3", -500.0), ("10E-1", 1.0), ("1e5", 100000.0)] {
+            XCTAssertEqual((try MLJSONParser.parse(Array(good.utf8)) as? NSNumber)?.doubleValue, value, good)
+        }
+        XCTAssertEqual(try MLJSONParser.parse(Array(#""\u0041\u00e9""#.utf8)) as? String, "A\u{e9}")
+        // Bytes that are not UTF-8 inside a string (fuzz/regressions/feature-json/string-not-utf8).
+        for bad: [UInt8] in [[0x22, 0x87, 0x22], [0x22, 0x61, 0xc3, 0x22], [0x22, 0xed, 0xa0, 0x80, 0x22]] {
+            XCTAssertThrowsError(try MLJSONParser.parse(bad), "\(bad)")
+        }
+        XCTAssertEqual(try MLJSONParser.parse([0x22, 0xc3, 0xa9, 0x22]) as? String, "\u{e9}")
+    }
 }

@@ -193,6 +193,32 @@ def test_unknown_model_counts_not_found(iris, tmp_path):
     assert "NOT_FOUND" in proc.stderr
 
 
+def test_token_loads_a_server_that_wants_one(tmp_path):
+    """--token / --token-file send `authorization: Bearer …` on every call (Describe or
+    ModelMetadata included); without one the server answers UNAUTHENTICATED."""
+    token = "load-test-token-0123456789"
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{token} infer\n")
+    server = Server(ROOT / "examples" / "repository", "--auth-tokens", str(tokens), tmp=tmp_path)
+    try:
+        token_file = tmp_path / "token"
+        token_file.write_text(token + "\n")
+        for api, how in (("native", ["--token", token]), ("oip", ["--token-file", str(token_file)])):
+            report, proc = run_load(server, "--model", "iris", "--api", api, "--concurrency", "4", "--requests", "100",
+                                    "--warmup", "0", *how, tmp_path=tmp_path)
+            (level,) = report["levels"]
+            check_level(level)
+            assert level["succeeded"] == 100, (level["errorMessages"], proc.stderr)
+        report, _ = run_load(server, "--model", "iris", "--input", str(IRIS_ROWS), "--concurrency", "2", "--requests", "20",
+                             "--warmup", "0", "--token", "not-a-known-token-xyz", tmp_path=tmp_path)
+        (level,) = report["levels"]
+        assert level["errors"] == {"UNAUTHENTICATED": 20}, level
+        _, proc = run_load(server, "--model", "iris", "--requests", "10", tmp_path=tmp_path, expect_rc=2)
+        assert "UNAUTHENTICATED" in proc.stderr
+    finally:
+        server.stop()
+
+
 def test_open_loop_shows_queueing_of_a_slow_server(slow, tmp_path):
     closed, _ = run_load(slow, "--model", "knn", "--concurrency", "1", "--duration", "1", "--warmup", "0.2",
                          tmp_path=tmp_path)

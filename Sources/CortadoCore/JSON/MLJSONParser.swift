@@ -79,20 +79,33 @@ public struct MLJSONParser {
         }
     }
 
+    /// A number as RFC 8259 §6 writes it: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`
+    /// (no `.5`, `1.`, `01` or `+1`, which `Double(String)` alone would take).
     private mutating func number() throws -> NSNumber {
         let start = at
-        var integral = true
+        func digits() -> Int {
+            let from = at
+            while at < bytes.count, bytes[at] >= 0x30, bytes[at] <= 0x39 { at += 1 }
+            return at - from
+        }
         if at < bytes.count, bytes[at] == UInt8(ascii: "-") { at += 1 }
-        while at < bytes.count {
-            let c = bytes[at]
-            if c >= 0x30 && c <= 0x39 { at += 1; continue }
-            if c == UInt8(ascii: ".") || c == UInt8(ascii: "e") || c == UInt8(ascii: "E") || c == UInt8(ascii: "+") || c == UInt8(ascii: "-") {
-                integral = false; at += 1; continue
-            }
-            break
+        let leadingZero = at < bytes.count && bytes[at] == UInt8(ascii: "0")
+        let intDigits = digits()
+        guard intDigits > 0 else { throw error("unexpected character") }
+        guard !leadingZero || intDigits == 1 else { throw error("a number with a leading zero") }
+        var integral = true
+        if at < bytes.count, bytes[at] == UInt8(ascii: ".") {
+            at += 1
+            integral = false
+            guard digits() > 0 else { throw error("no digits after the decimal point") }
+        }
+        if at < bytes.count, bytes[at] == UInt8(ascii: "e") || bytes[at] == UInt8(ascii: "E") {
+            at += 1
+            integral = false
+            if at < bytes.count, bytes[at] == UInt8(ascii: "+") || bytes[at] == UInt8(ascii: "-") { at += 1 }
+            guard digits() > 0 else { throw error("no digits in the exponent") }
         }
         let text = String(decoding: bytes[start..<at], as: UTF8.self)
-        guard !text.isEmpty, text != "-" else { throw error("unexpected character") }
         if integral, let i = Int64(text) { return NSNumber(value: i) }
         guard let d = Double(text), d.isFinite else { throw error("invalid number \(text)") }
         return NSNumber(value: d)
@@ -104,7 +117,11 @@ public struct MLJSONParser {
         while at < bytes.count {
             let c = bytes[at]
             at += 1
-            if c == UInt8(ascii: "\"") { return String(decoding: out, as: UTF8.self) }
+            if c == UInt8(ascii: "\"") {
+                // JSON text is UTF-8 (RFC 8259 §8.1): bad bytes are an error, not U+FFFD.
+                guard let s = String(validating: out, as: UTF8.self) else { throw error("a string that is not valid UTF-8") }
+                return s
+            }
             if c < 0x20 { throw error("control character in a string") }
             guard c == UInt8(ascii: "\\") else { out.append(c); continue }
             guard at < bytes.count else { break }
@@ -135,7 +152,9 @@ public struct MLJSONParser {
     }
 
     private mutating func hex4() throws -> UInt32 {
-        guard bytes.count - at >= 4, let v = UInt32(String(decoding: bytes[at..<at + 4], as: UTF8.self), radix: 16) else {
+        // Four hex digits exactly (UInt32(_:radix:) alone would take a sign: "+0041").
+        guard bytes.count - at >= 4, bytes[at..<at + 4].allSatisfy({ Character(Unicode.Scalar($0)).isHexDigit }),
+              let v = UInt32(String(decoding: bytes[at..<at + 4], as: UTF8.self), radix: 16) else {
             throw error("invalid \\u escape")
         }
         at += 4

@@ -46,8 +46,9 @@ public final class RequestTemplate {
     let nva: UnsafeMutablePointer<nghttp2_nv>
     let nvaCount: Int
 
-    /// `message`: the serialized protobuf; `timeout`: sent as `grpc-timeout` (nil: none).
-    public init(path: String, authority: String, message: [UInt8], timeout: Double?) {
+    /// `message`: the serialized protobuf; `timeout`: sent as `grpc-timeout` (nil: none);
+    /// `metadata`: more headers for every call (e.g. `authorization`).
+    public init(path: String, authority: String, message: [UInt8], timeout: Double?, metadata: [(String, String)] = []) {
         self.path = path
         var framed = [UInt8](repeating: 0, count: 5)
         let n = UInt32(message.count)
@@ -63,6 +64,7 @@ public final class RequestTemplate {
             let ms = max(1, Int((timeout * 1000).rounded(.up)))
             headers.append(("grpc-timeout", ms < 100_000_000 ? "\(ms)m" : "\(min(99_999_999, Int(timeout)))S"))
         }
+        headers += metadata
         let total = headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count }
         headerStorage = UnsafeMutableRawBufferPointer.allocate(byteCount: total, alignment: 1)
         nva = UnsafeMutablePointer<nghttp2_nv>.allocate(capacity: headers.count)
@@ -106,6 +108,8 @@ public final class LoadLoop {
     public let loop: UnsafeMutablePointer<uv_loop_t>
     public let address: sockaddr_storage
     public let authority: String
+    /// Headers every call carries besides the protocol's own (`--token`'s `authorization`).
+    public var metadata: [(String, String)] = []
     public private(set) var connections: [ClientConnection] = []
     /// Called once per finished call (success or failure), on the loop thread.
     public var onComplete: ((inout CallOutcome) -> Void)?
