@@ -15,16 +15,23 @@ dense against general route: identical.
 """
 import concurrent.futures as futures
 import contextlib
+import importlib.util
 import io
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonclient.grpc as tc
 
-from conftest import TOL_LOGISTIC, TOL_XGB, _save
-
 import protos
+
+# This folder's conftest by its path: under one pytest run of several test folders the bare
+# name `conftest` may be another folder's.
+_spec = importlib.util.spec_from_file_location("server_conftest_dense", Path(__file__).with_name("conftest.py"))
+conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(conftest)
+TOL_LOGISTIC, TOL_XGB, _save = conftest.TOL_LOGISTIC, conftest.TOL_XGB, conftest._save
 
 SERVER_ARGS = ["--max-batch-size", "8", "--max-queue-delay-us", "20000", "--workers", "2"]
 
@@ -70,8 +77,7 @@ def models(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def served(models, tmp_path_factory):
-    from conftest import Server
-    s = Server(str(models["root"]), SERVER_ARGS, tmp_path_factory.mktemp("dense-server")).start()
+    s = conftest.Server(str(models["root"]), SERVER_ARGS, tmp_path_factory.mktemp("dense-server")).start()
     yield s
     assert s.stop() == 0, s.stderr()
 
