@@ -65,41 +65,6 @@ void cg_plain_max_pool_row(const float *r0, const float *r1, float *out, long co
 #if defined(__x86_64__)
 extern const cg_kernels cg_kernels_avx2;
 extern const cg_kernels cg_kernels_avx512;
-// The depthwise plane of one path, named NAME and compiled with TARGET (a target attribute or
-// nothing): plain loops along the output row that the compiler vectorises for the target, the
-// nine products of an output contracted into FMAs. Every path instantiates it.
-#define CG_DEPTHWISE_PLANE(NAME, TARGET) \
-    TARGET static void NAME(const float *xp, long wp, long sh, long sw, const float *w, long out_h, long out_w, float *y, float s, \
-                            float t, const cg_epilogue *e) { \
-        const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6], w7 = w[7], w8 = w[8]; \
-        int act = e ? (int)e->activation : CG_ACT_NONE; \
-        float alpha = e ? e->alpha : 0.0f; \
-        for (long oh = 0; oh < out_h; oh++) { \
-            const float *restrict r0 = xp + oh * sh * wp, *restrict r1 = r0 + wp, *restrict r2 = r1 + wp; \
-            float *restrict out = y + oh * out_w; \
-            if (sw == 1) { \
-                for (long i = 0; i < out_w; i++) { \
-                    out[i] = w0 * r0[i] + w1 * r0[i + 1] + w2 * r0[i + 2] + w3 * r1[i] + w4 * r1[i + 1] + w5 * r1[i + 2] + \
-                             w6 * r2[i] + w7 * r2[i + 1] + w8 * r2[i + 2]; \
-                } \
-            } else { \
-                for (long i = 0; i < out_w; i++) { \
-                    long j = 2 * i; \
-                    out[i] = w0 * r0[j] + w1 * r0[j + 1] + w2 * r0[j + 2] + w3 * r1[j] + w4 * r1[j + 1] + w5 * r1[j + 2] + \
-                             w6 * r2[j] + w7 * r2[j + 1] + w8 * r2[j + 2]; \
-                } \
-            } \
-            if (!e) continue; \
-            if (act == CG_ACT_RELU) { \
-                for (long i = 0; i < out_w; i++) { float v = out[i] * s + t; out[i] = v < 0.0f ? 0.0f : v; } \
-            } else if (act == CG_ACT_LEAKY_RELU) { \
-                for (long i = 0; i < out_w; i++) { float v = out[i] * s + t; out[i] = v < 0.0f ? v * alpha : v; } \
-            } else { \
-                for (long i = 0; i < out_w; i++) out[i] = out[i] * s + t; \
-            } \
-        } \
-    }
-
 #endif
 
 static inline long cg_round_up(long v, long r) { return (v + r - 1) / r * r; }
