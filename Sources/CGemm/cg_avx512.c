@@ -132,8 +132,8 @@ CG_KERNEL_SET(CG_KERNEL_32_IN_PLACE, CG_KERNEL_16_IN_PLACE, _in_place)
 // panel's would be read). Rows are addressed from three bases (rows 0, 4 and 8) plus 0, 1, 2
 // or 3 row strides. The 32-column kernel has its own k loop, not unrolled: unrolled four
 // times like the packed kernels, clang (with the frame pointer kept, as SwiftPM builds) ran
-// out of registers and spilled accumulators, at half the speed. As it is, 256×512×784 runs
-// 1–2 % faster than with A packed first, and 256×10×512 in 40 µs instead of 50–56 µs.
+// out of registers and spilled accumulators. Reading A in place beats packing it first for the
+// inner products' shapes (measured in cortado-bench gemm; figures in bench/README.md).
 #define CG_A(i) CG_A_##i
 #define CG_A_0 a0[0]
 #define CG_A_1 a0[l1]
