@@ -18,6 +18,13 @@ with `InferenceSession.run` on float32 arrays, `intra_op_num_threads = T`,
 `--iterations` timed runs (after warm-up), the median of the round medians is reported.
 Outputs are compared once (Tiny YOLO: 1e-3 of the output's scale; MLP: 1e-4 relative).
 
+OpenVINO (PyPI `openvino`, installed by scripts/setup-bench.sh) reads the same ONNX twins and
+runs beside them in the same rounds: `compile_model` on CPU with `INFERENCE_NUM_THREADS = T`,
+one stream, the LATENCY hint and `INFERENCE_PRECISION_HINT = f32` (left alone it would run bf16
+on CPUs that have it, and not compute the same function); timed with `InferRequest.infer` on
+the same float32 arrays, outputs compared like onnxruntime's. `--no-openvino` leaves it out (it
+is left out, with a line saying so, when the package is missing).
+
 Cortado's kernel path (`cg_isa`: avx512, avx2 or portable, as `cortado report --json` names it)
 and the CPU model are printed first. `--isa PATH` forces a narrower path for every Cortado run
 (`CORTADO_ISA`); `--alt-isa PATH` times Cortado on that path too, in rounds alternating with
@@ -118,6 +125,42 @@ def time_ort(session, feeds, iterations, warmup):
         session.run(None, feeds)
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
+
+
+def openvino_request(onnx_model, threads):
+    """An OpenVINO infer request for the ONNX model on the CPU: `threads` threads, one stream,
+    float32 arithmetic (see the module docstring)."""
+    import openvino as ov
+    core = ov.Core()
+    model = core.read_model(onnx_model.SerializeToString(), b"")
+    compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1,
+                                                 "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"})
+    return compiled.create_infer_request()
+
+
+def openvino_run(request, feeds):
+    """The first output of one OpenVINO inference, as a NumPy array."""
+    return next(iter(request.infer(feeds, share_inputs=True).values()))
+
+
+def time_ov(request, feeds, iterations, warmup):
+    for _ in range(warmup):
+        request.infer(feeds, share_inputs=True)
+    times = []
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        request.infer(feeds, share_inputs=True)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def openvino_version():
+    """OpenVINO's version, or None when the package is not installed."""
+    try:
+        import openvino
+        return openvino.__version__
+    except ImportError:
+        return None
 
 
 def median_of(fn, repeat):
@@ -272,6 +315,7 @@ def main():
     p.add_argument("--isa", choices=["avx512", "avx2", "portable"], help="force this kernel path (CORTADO_ISA) for Cortado")
     p.add_argument("--alt-isa", choices=["avx512", "avx2", "portable"],
                    help="also time Cortado with CORTADO_ISA=PATH, alternating rounds")
+    p.add_argument("--no-openvino", action="store_true", help="leave OpenVINO out of the rounds")
     p.add_argument("--cases", nargs="+", choices=["yolo", "detector", "mlp"], default=["yolo", "detector", "mlp"],
                    help="networks to time (default all)")
     a = p.parse_args()
@@ -323,6 +367,12 @@ def main():
     alt_path = f"; alternating with {alt[2]} ({kernel_path(alt[0], mlp_path, mlp_rows, alt[1])})" if alt else ""
     print(f"CPU: {common.cpu_model()} ({common.cpu_flags()}); Cortado's kernel path: {path}{alt_path}")
 
+    ov_version = None if a.no_openvino else openvino_version()
+    if ov_version:
+        print(f"OpenVINO {ov_version} (CPU plugin, f32) runs beside onnxruntime on the same ONNX twins")
+    elif not a.no_openvino:
+        print("OpenVINO is not installed (scripts/setup-bench.sh installs it): timing onnxruntime only")
+
     # Agreement, once.
     got = np.asarray(cortado_predict(exe, det_path, det_rows)[0]["y"]["data"]).reshape(detector.OUTPUT)
     ref = onnx_session(det_onnx, 1).run(None, {"x": det_x})[0][0]
@@ -334,6 +384,18 @@ def main():
     ref = onnx_session(mlp_onnx, 1).run(None, {"x": mlp_x})[0]
     mlp_err = float((np.abs(got - ref) / np.maximum(1, np.abs(ref))).max())
     agree = yolo_err <= 1e-3 and mlp_err <= 1e-4 and det_err <= 1e-3
+    ov_errors = {}
+    if ov_version:
+        ref = onnx_session(det_onnx, 1).run(None, {"x": det_x})[0]
+        ov_errors["detector"] = float(np.abs(openvino_run(openvino_request(det_onnx, 1), {"x": det_x}) - ref).max() / np.abs(ref).max())
+        ref = onnx_session(yolo_onnx, 1).run(None, {"image": image})[0]
+        ov_errors["yolo"] = float(np.abs(openvino_run(openvino_request(yolo_onnx, 1), {"image": image}) - ref).max() / np.abs(ref).max())
+        ref = onnx_session(mlp_onnx, 1).run(None, {"x": mlp_x})[0]
+        got = openvino_run(openvino_request(mlp_onnx, 1), {"x": mlp_x})
+        ov_errors["mlp"] = float((np.abs(got - ref) / np.maximum(1, np.abs(ref))).max())
+        print(f"OpenVINO against onnxruntime: Tiny YOLO {ov_errors['yolo']:.2g}, detector {ov_errors['detector']:.2g}, "
+              f"MLP {ov_errors['mlp']:.2g} (same measures and limits)")
+        agree = agree and ov_errors["yolo"] <= 1e-3 and ov_errors["detector"] <= 1e-3 and ov_errors["mlp"] <= 1e-4
     print(f"MLP input and output in Core ML: {'DOUBLE' if a.double_io else 'FLOAT32'} arrays (onnxruntime: float32)")
     print(f"agreement: Tiny YOLO max|diff|/max|out| {yolo_err:.2g} (limit 1e-3); detector {det_err:.2g} (limit 1e-3); "
           f"MLP max rel {mlp_err:.2g} (limit 1e-4)")
@@ -341,50 +403,68 @@ def main():
     results = []
     it = a.iterations
 
-    def rounds(model, rows, t, batch, iters, warmup, ort_call):
-        """Round medians of Cortado (and the alternative: --openblas or --baseline) and
-        onnxruntime, the engines taking turns each round."""
-        cortado, other, ort_times = [], [], []
+    def rounds(model, rows, t, batch, iters, warmup, ort_call, ov_call=None):
+        """Round medians of Cortado (and the alternative: --openblas or --baseline),
+        onnxruntime and OpenVINO, the engines taking turns each round."""
+        cortado, other, ort_times, ov_times = [], [], [], []
         for _ in range(a.repeat):
             cortado.append(cortado_report(exe, model, rows, t, batch, iters, warmup))
             if alt:
                 other.append(cortado_report(alt[0], model, rows, t, batch, iters, warmup, alt[1])["medianSeconds"])
             ort_times.append(ort_call())
+            if ov_call:
+                ov_times.append(ov_call())
         out = dict(cortado_seconds=float(np.median([r["medianSeconds"] for r in cortado])), ort_seconds=float(np.median(ort_times)))
         if alt:
             out["alt_seconds"] = float(np.median(other))
+        if ov_call:
+            out["ov_seconds"] = float(np.median(ov_times))
         return out, cortado
+
+    def ov_timer(onnx_model, t, feeds, iters, warmup):
+        """A round of OpenVINO timings, or None when it is left out."""
+        if not ov_version:
+            return None
+        request = openvino_request(onnx_model, t)
+        return lambda: time_ov(request, feeds, iters, warmup)
 
     for t in a.threads:
         # Tiny YOLO, batch 1.
         if "yolo" in a.cases:
             s = onnx_session(yolo_onnx, t)
-            times, reports = rounds(yolo_path, yolo_rows, t, 1, it, 3, lambda: time_ort(s, {"image": image}, it, 3))
+            times, reports = rounds(yolo_path, yolo_rows, t, 1, it, 3, lambda: time_ort(s, {"image": image}, it, 3),
+                                    ov_timer(yolo_onnx, t, {"image": image}, it, 3))
             results.append(dict(case="Tiny YOLO batch 1", threads=t, rows=1, **times,
                                 load_seconds=float(np.median([r["loadSeconds"] for r in reports])),
                                 peak_rss=int(np.median([r["peakRSSBytes"] for r in reports]))))
         # The detector, batch 1.
         if "detector" in a.cases:
             ds = onnx_session(det_onnx, t)
-            times, _ = rounds(det_path, det_rows, t, 1, it * 2, 5, lambda: time_ort(ds, {"x": det_x}, it * 2, 5))
+            times, _ = rounds(det_path, det_rows, t, 1, it * 2, 5, lambda: time_ort(ds, {"x": det_x}, it * 2, 5),
+                              ov_timer(det_onnx, t, {"x": det_x}, it * 2, 5))
             results.append(dict(case="detector batch 1", threads=t, rows=1, **times))
         # MLP, batch 1 and 256.
         ms = onnx_session(mlp_onnx, t)
         for batch in ((1, 256) if "mlp" in a.cases else ()):
             iters = it * 10 if batch == 1 else it * 2
             feeds = {"x": mlp_x[:batch]}
-            times, _ = rounds(mlp_path, mlp_rows, t, batch, iters, 20, lambda: time_ort(ms, feeds, iters, 20))
+            times, _ = rounds(mlp_path, mlp_rows, t, batch, iters, 20, lambda: time_ort(ms, feeds, iters, 20),
+                              ov_timer(mlp_onnx, t, feeds, iters, 20))
             results.append(dict(case=f"MLP 784-512-512-10 batch {batch}", threads=t, rows=batch, **times))
 
     print()
     extra = f" {alt[2] + ' ms':>12} {'ratio':>6}" if alt else ""
+    extra += f" {'openvino ms':>12} {'vs openvino':>12}" if ov_version else ""
     print(f"{'case':<30} {'thr':>3} {'cortado ms':>11} {'ort ms':>9} {'cortado rows/s':>15} {'ort rows/s':>12} {'speed ratio':>12}{extra}")
     for r in results:
         extra = f" {r['alt_seconds'] * 1e3:>12.3f} {r['ort_seconds'] / r['alt_seconds']:>5.2f}x" if alt else ""
+        if "ov_seconds" in r:
+            extra += f" {r['ov_seconds'] * 1e3:>12.3f} {r['ov_seconds'] / r['cortado_seconds']:>11.2f}x"
         print(f"{r['case']:<30} {r['threads']:>3} {r['cortado_seconds'] * 1e3:>11.3f} {r['ort_seconds'] * 1e3:>9.3f} "
               f"{r['rows'] / r['cortado_seconds']:>15,.1f} {r['rows'] / r['ort_seconds']:>12,.1f} "
               f"{r['ort_seconds'] / r['cortado_seconds']:>11.2f}x{extra}")
-    print("speed ratio = onnxruntime time ÷ Cortado time (above 1: Cortado is faster). Latency = median per call;")
+    print("speed ratio = onnxruntime time ÷ Cortado time, vs openvino = OpenVINO time ÷ Cortado time (above 1: Cortado")
+    print(f"is faster), Cortado on the {path} path, CPU {common.cpu_model()}. Latency = median per call;")
     print("rows/s = rows per call ÷ median latency (one stream).")
     if alt:
         print(f"{alt[2]} ms / ratio: {alt[3]}, rounds alternating with the default.")
@@ -472,6 +552,13 @@ def main():
             "max_error": yolo_err if "YOLO" in r["case"] else det_err if "detector" in r["case"] else mlp_err,
             "tolerance": 1e-4 if "MLP" in r["case"] else 1e-3, "kernel_path": path,
             "agree": agree} for r in results]
+        summary_rows += [{
+            "case": f"{r['case']} ({r['threads']}t)", "reference": "openvino", "rows": r["rows"],
+            "reference_rows_per_second": r["rows"] / r["ov_seconds"], "reference_rows_per_cpu_second": float("nan"),
+            "cortado_rows_per_second": r["rows"] / r["cortado_seconds"], "cortado_rows_per_cpu_second": float("nan"),
+            "wall_ratio": r["ov_seconds"] / r["cortado_seconds"], "cpu_ratio": float("nan"),
+            "max_error": max(ov_errors.values()), "tolerance": 1e-3, "kernel_path": path,
+            "agree": agree} for r in results if "ov_seconds" in r]
         common.write_summary(a.summary, "nn_vs_onnxruntime", "Tiny YOLO v2 and an MLP, Cortado vs onnxruntime "
                              "(same weights and threads, batch-1 latency; MLP also batch 256)", summary_rows)
         with open(a.summary) as f:
