@@ -75,18 +75,25 @@ class Server:
                                      stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"),
                                      start_new_session=True)
 
-    def wait_ready(self, timeout=60):
+    def wait_ready(self, wait_ports, timeout=60):
+        """Until every port in wait_ports accepts a connection (the server opens them once its
+        models are loaded)."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        pending = list(wait_ports)
+        while pending and time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 pytest.fail(f"{self.where}: cortado serve exited {self.proc.returncode}:\n{self.log.read_text()}")
             try:
-                socket.create_connection(("127.0.0.1", self.ports["grpc"]), timeout=1).close()
-                return
+                socket.create_connection(("127.0.0.1", pending[0]), timeout=1).close()
+                pending.pop(0)
             except OSError:
                 time.sleep(0.1)
-        self.kill()
-        pytest.fail(f"{self.where}: cortado serve did not open its port in {timeout} s:\n{self.log.read_text()}")
+        if pending:
+            self.kill()
+            pytest.fail(f"{self.where}: cortado serve did not open port {pending[0]} in {timeout} s:\n{self.log.read_text()}")
+
+    def log_tail(self):
+        return self.log.read_text()[-3000:]
 
     def stop(self):
         if self.proc.poll() is None:
@@ -112,12 +119,15 @@ def map_ports(text, ports):
 
 
 def serve_line(line, ports):
-    """The serve command with the page's ports, unless the line sets its own."""
+    """The serve command with the page's ports, unless the line sets its own; and the ports
+    to wait for (those it was given: a line's own may be 0 or -1, turned off)."""
     line = re.sub(r"\s+#.*$", "", line)
+    wait = []
     for flag, key in (("--port", "grpc"), ("--http-port", "http"), ("--metrics-port", "metrics")):
         if f"{flag} " not in line and f"{flag}=" not in line:
             line += f" {flag} {ports[key]}"
-    return line
+            wait.append(ports[key])
+    return line, wait
 
 
 SERVE = re.compile(r"""^\s*((?:[A-Za-z_]\w*=(?:\$\([^)]*\)|\$\{[^}]*\}|\$\w+|"[^"]*"|'[^']*'|[^\s"'$])*\s+)*)((?:\S*/)?cortado\s+serve(?:\s|$))""")
@@ -149,19 +159,20 @@ def run_page(page, base):
                 for c in b.commands(comments=True):
                     if is_serve(c):
                         if lines:
-                            run_block(b, ["bash", "-euo", "pipefail", "-c", "\n".join(lines)], base, env)
+                            run_block(b, ["bash", "-euo", "pipefail", "-c", "\n".join(lines)], base, env, server)
                             lines = []
                         if server:
                             server.stop()
-                        server = Server(serve_line(c, ports), ports, base, env, b.where)
-                        server.wait_ready()
+                        line, wait = serve_line(c, ports)
+                        server = Server(line, ports, base, env, b.where)
+                        server.wait_ready(wait)
                     else:
                         lines.append(map_ports(c, ports))
                 if not any(l.strip() for l in lines):
                     ran += 1
                     continue
                 argv = ["bash", "-euo", "pipefail", "-c", "\n".join(lines)]
-            run_block(b, argv, base, env)
+            run_block(b, argv, base, env, server)
             ran += 1
         if server:
             server.stop()
@@ -172,15 +183,16 @@ def run_page(page, base):
     return ran, skipped
 
 
-def run_block(b, argv, cwd, env):
+def run_block(b, argv, cwd, env, server=None):
     try:
         out = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=BLOCK_TIMEOUT)
     except subprocess.TimeoutExpired:
         pytest.fail(f"{b.where}: the {b.lang} block did not finish in {BLOCK_TIMEOUT} s:\n{b.text}")
     if os.environ.get("DOCS_TEST_VERBOSE"):
         print(f"--- {b.where} ({b.lang})\n{out.stdout}{out.stderr}")
+    served = f"\n--- the server's log ({server.where})\n{server.log_tail()}" if server else ""
     assert out.returncode == 0, (f"{b.where}: the {b.lang} block failed (exit {out.returncode}):\n{b.text}\n"
-                                 f"--- stdout\n{out.stdout[-3000:]}\n--- stderr\n{out.stderr[-3000:]}")
+                                 f"--- stdout\n{out.stdout[-3000:]}\n--- stderr\n{out.stderr[-3000:]}{served}")
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
