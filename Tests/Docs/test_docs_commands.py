@@ -216,3 +216,13 @@ def test_skipped_blocks_are_counted_and_give_a_reason():
     for b in skipped:
         print(f"  {b.where}: {b.reason}")
     assert len(run) > len(skipped), "most of the guide's commands must run"
+
+
+SKIPPED = [b for p in PAGES for b in docsrun.blocks(p) if b.directive == "skip"]
+
+
+@pytest.mark.parametrize("block", SKIPPED, ids=[b.where for b in SKIPPED])
+def test_block_marked_skip(block):
+    """One pytest skip per block the guide marks, so that every run counts them (`-rs` lists
+    the reasons); test_docs_flags.py checks their flags, make targets and paths."""
+    pytest.skip(f"{block.where}: {block.reason}")
