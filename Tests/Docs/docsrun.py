@@ -84,6 +84,21 @@ def blocks(page):
     return found
 
 
+def inline_code(page):
+    """Inline code spans outside fenced blocks (a span may wrap onto the next line), with the
+    line each starts on."""
+    lines, fenced = [], False
+    for line in page.read_text().splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+            lines.append("")
+        else:
+            lines.append("" if fenced else line)
+    text = "\n".join(lines)
+    return [(text.count("\n", 0, m.start()) + 1, " ".join(m.group(1).split()))
+            for m in re.finditer(r"`([^`]+)`", text)]
+
+
 def words(command):
     """shlex words of one command line; None when it is not plain enough to split (heredocs)."""
     try:

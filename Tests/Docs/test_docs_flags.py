@@ -45,27 +45,12 @@ def guide_text():
     return "\n".join(p.read_text() for p in PAGES)
 
 
-def inline_code(page):
-    """Inline code spans outside fenced blocks (a span may wrap onto the next line), with the
-    line each starts on."""
-    lines, fenced = [], False
-    for line in page.read_text().splitlines():
-        if docsrun.FENCE.match(line):
-            fenced = not fenced
-            lines.append("")
-        else:
-            lines.append("" if fenced else line)
-    text = "\n".join(lines)
-    return [(text.count("\n", 0, m.start()) + 1, " ".join(m.group(1).split()))
-            for m in re.finditer(r"`([^`]+)`", text)]
-
-
 def test_commands_in_the_guide_pass_only_flags_that_exist(helps):
     bad = []
     for page in PAGES:
         lines = [(b.where, c) for b in docsrun.blocks(page)
                  if b.lang in docsrun.COMMAND_LANGS | {"text", ""} for c in b.commands()]
-        lines += [(f"{page.relative_to(ROOT)}:{n}", span) for n, span in inline_code(page)
+        lines += [(f"{page.relative_to(ROOT)}:{n}", span) for n, span in docsrun.inline_code(page)
                   if re.match(r"(\S*/)?cortado(-load)? ", span)]
         for where, line in lines:
             for tool, sub, flags in docsrun.cortado_calls(line):
@@ -96,7 +81,7 @@ def test_flags_named_alone_belong_to_a_tool(helps):
     known = helps.all() | {"--help"} | set(OTHER_TOOLS)
     bad = []
     for page in PAGES:
-        for n, span in inline_code(page):
+        for n, span in docsrun.inline_code(page):
             m = re.match(r"--[a-z0-9][a-z0-9-]*", span)
             if m and m.group(0) not in known:
                 bad.append(f"{page.relative_to(ROOT)}:{n}: `{span}`: no cortado or cortado-load flag, "

@@ -52,3 +52,22 @@ def test_readme_indexes_every_docs_page():
     linked = {(ROOT / t.partition("#")[0]).resolve() for t in LINK.findall(readme)}
     missing = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if p.resolve() not in linked]
     assert not missing, f"docs pages README.md does not link: {missing}"
+
+
+def test_repository_paths_in_inline_code_exist():
+    """A file or folder of the repository named in inline code (`Tests/Server/h2attack.py`) exists,
+    so a rename cannot leave the guide pointing nowhere. Placeholders (<name>, {a,b}, *) are
+    skipped, and so are the generated tables (layers.md, ops.md: paths under Tests/)."""
+    top = {p.name for p in ROOT.iterdir()} - {".build", ".venv"}
+    bad = []
+    for page in docsrun.guide_pages():
+        if page.name in ("layers.md", "ops.md"):
+            continue
+        for n, span in docsrun.inline_code(page):
+            for w in re.split(r"[\s,()]+", span):
+                w = w.strip("`.:;")
+                if any(c in w for c in "<>{}*$"):
+                    continue
+                if re.match(r"^[\w.-]+(/[\w.-]+)+/?$", w) and w.split("/")[0] in top and not (ROOT / w).exists():
+                    bad.append(f"{page.relative_to(ROOT)}:{n}: {w}: no such file or folder")
+    assert not bad, "\n".join(bad)
