@@ -56,7 +56,7 @@ unit-test: build
 	$(SWIFT) test $(SWIFT_FLAGS)
 
 conformance: build
-	CORTADO_BIN=$(CORTADO_DEBUG) $(PY) -m pytest -q Tests/Conformance Tests/Format Tests/CLI Tests/NeuralNetwork Tests/Server Tests/Load Tests/Linked Tests/NMS Tests/Plugins Tests/Compile Tests/MLProgram Tests/Deploy Tests/Update Tests/Adopt
+	CORTADO_BIN=$(CORTADO_DEBUG) $(PY) -m pytest -q Tests/Conformance Tests/Format Tests/CLI Tests/NeuralNetwork Tests/Server Tests/Load Tests/Linked Tests/NMS Tests/Plugins Tests/Compile Tests/MLProgram Tests/Deploy Tests/Update Tests/Adopt Tests/Docs
 
 test: unit-test conformance
 
@@ -74,7 +74,7 @@ protos: setup
 	scripts/generate_swift.sh
 	scripts/generate_server_swift.sh
 
-# Long runs, by hand (not in `make test`): README "Fuzzing, sanitizers and soak".
+# Long runs, by hand (not in `make test`): docs/development.md, "Fuzzing, sanitizers and soak".
 fuzz: setup
 	scripts/fuzz.sh $(or $(SECONDS),30)
 

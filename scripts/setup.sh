@@ -24,7 +24,7 @@ apt_install() {
 # on the REST port (the Open Inference Protocol over HTTP); OpenSSL 3 carries TLS (and its command line makes the test
 # certificates in Tests/Server/test_tls_auth.py). systemd brings systemd-analyze, which checks deploy/systemd's unit (no
 # systemd needs to run), and curl is that unit's readiness check (Tests/Deploy) and a REST peer in Tests/Server.
-# gcc-aarch64-linux-gnu cross-compiles the C kernels and the plugin ABI for aarch64 (Tests/Kernels, compile only).
+# gcc-aarch64-linux-gnu cross-compiles the C kernels and the plugin ABI for aarch64 (Tests/NeuralNetwork/test_isa_paths.py, compile only).
 debs=(protobuf-compiler libuv1-dev libnghttp2-dev pkg-config libopenblas-dev libpng-dev libjpeg62-turbo-dev libjemalloc-dev
       libhttp-parser-dev libssl-dev openssl systemd curl gcc-aarch64-linux-gnu)
 missing=()

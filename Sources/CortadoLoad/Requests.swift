@@ -116,7 +116,7 @@ public struct RequestSet {
         return Array(body[5..<5 + n])
     }
 
-    /// One JSON object per non-empty line, in the CLI's JSON encoding (README, "Feature values in JSON").
+    /// One JSON object per non-empty line, in the CLI's JSON encoding (docs/first-model.md, "Feature values in JSON").
     static func readJSONL(_ path: String) throws -> [[String: Any]] {
         guard let data = FileManager.default.contents(atPath: path) else { throw LoadError("cannot read \(path)") }
         var rows: [[String: Any]] = []
