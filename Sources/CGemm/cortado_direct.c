@@ -58,6 +58,37 @@ size_t cg_direct_workspace_count(const cg_conv *g, int pool) {
 
 // MARK: The units
 
+// A block finished with a residual: scale and shift as usual, then, while the block's rows are
+// still in cache, the residual added and the activation (a residual add and the ReLU after it
+// folded into the convolution before them, as in a ResNet or MobileNet block).
+static void cd_finish_residual(const cg_kernels *kern, const float *sums, long pixels, long lanes, long channel,
+                               const cg_epilogue *e, float *dst, const float *res, long ld) {
+    cg_epilogue head = *e;
+    head.activation = CG_ACT_NONE;
+    head.residual = NULL;
+    kern->direct_finish(sums, pixels, lanes, channel, &head, dst, ld);
+    for (long l = 0; l < lanes; l++) {
+        float *restrict out = dst + l * ld;
+        const float *restrict r = res + l * ld;
+        switch (e->activation) {
+        case CG_ACT_RELU:
+            for (long q = 0; q < pixels; q++) {
+                float v = out[q] + r[q];
+                out[q] = v < 0.0f ? 0.0f : v;
+            }
+            break;
+        case CG_ACT_LEAKY_RELU:
+            for (long q = 0; q < pixels; q++) {
+                float v = out[q] + r[q];
+                out[q] = v < 0.0f ? v * e->alpha : v;
+            }
+            break;
+        default:
+            for (long q = 0; q < pixels; q++) out[q] += r[q];
+        }
+    }
+}
+
 void cg_direct_conv(const cg_conv *g, const float *xp, const float *w, long m, long u0, long u1, float *y,
                               const cg_epilogue *epilogue, int pool, float *workspace) {
     long hp, wp;
@@ -101,6 +132,11 @@ void cg_direct_conv(const cg_conv *g, const float *xp, const float *w, long m, l
         for (long b = 0; b < ob; b++) {
             long channel = (b0 + b) * 16, lanes = cg_min(16, m - channel);
             const float *sums = acc + b * bstride;
+            if (!pool && epilogue && epilogue->residual) {
+                cd_finish_residual(kern, sums, pixels, lanes, channel, epilogue, y + channel * n + oh0 * ow,
+                                   epilogue->residual + channel * n + oh0 * ow, n);
+                continue;
+            }
             if (!pool) {
                 kern->direct_finish(sums, pixels, lanes, channel, epilogue, y + channel * n + oh0 * ow, n);
                 continue;

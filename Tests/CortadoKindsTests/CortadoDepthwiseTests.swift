@@ -24,7 +24,7 @@ final class CortadoDepthwiseTests: XCTestCase {
         let alpha: Float = 0.1
         var y = [Float](repeating: 42, count: channels * outH * outW + 16)
         var work = [Float](repeating: .nan, count: Int(cg_depthwise_workspace_count(&g)))
-        var e = cg_epilogue(scale: nil, shift: nil, per_column: 0, activation: activation ?? CG_ACT_NONE, alpha: alpha)
+        var e = cg_epilogue(scale: nil, shift: nil, per_column: 0, activation: activation ?? CG_ACT_NONE, alpha: alpha, residual: nil)
         scale.withUnsafeBufferPointer { sp in
             shift.withUnsafeBufferPointer { tp in
                 e.scale = sp.baseAddress

@@ -69,7 +69,7 @@ final class CortadoDirectConvTests: XCTestCase {
         let half = units / 2
         scale.withUnsafeBufferPointer { s in
             shift.withUnsafeBufferPointer { b in
-                var e = cg_epilogue(scale: s.baseAddress, shift: b.baseAddress, per_column: 0, activation: CG_ACT_LEAKY_RELU, alpha: alpha)
+                var e = cg_epilogue(scale: s.baseAddress, shift: b.baseAddress, per_column: 0, activation: CG_ACT_LEAKY_RELU, alpha: alpha, residual: nil)
                 withUnsafePointer(to: &e) { ep in
                     // Two calls (as two workers would split the units).
                     for (u0, u1) in [(0, half), (half, units)] where u0 < u1 {

@@ -187,7 +187,7 @@ final class CortadoGemmTests: XCTestCase {
             // Bias and ReLU on the finished tiles, B packed.
             var c = [Float](repeating: .nan, count: m * ldc)
             bias.withUnsafeBufferPointer { t in
-                var e = cg_epilogue(scale: nil, shift: t.baseAddress!, per_column: 1, activation: CG_ACT_RELU, alpha: 0)
+                var e = cg_epilogue(scale: nil, shift: t.baseAddress!, per_column: 1, activation: CG_ACT_RELU, alpha: 0, residual: nil)
                 pointers.withUnsafeBufferPointer { ap in
                     c.withUnsafeMutableBufferPointer {
                         cg_gemm_rows(m, n, k, ap.baseAddress!, cg_operand(data: packed.p, ld: 0, form: CG_PACKED, width: width, panel: 0),
@@ -288,7 +288,7 @@ final class CortadoGemmTests: XCTestCase {
                                 shift.withUnsafeBufferPointer { t in
                                     // Channels counted from the third value: the caller's offset.
                                     var e = cg_epilogue(scale: useScale ? s.baseAddress! + 2 : nil, shift: useShift ? t.baseAddress! + 2 : nil,
-                                                        per_column: perColumn ? 1 : 0, activation: activation, alpha: 0.1)
+                                                        per_column: perColumn ? 1 : 0, activation: activation, alpha: 0.1, residual: nil)
                                     a.withUnsafeBufferPointer { ap in
                                         b.withUnsafeBufferPointer { bp in
                                             c.withUnsafeMutableBufferPointer {

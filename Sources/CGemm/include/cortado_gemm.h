@@ -103,6 +103,10 @@ typedef struct {
     int per_column;
     cg_activation activation;
     float alpha; /* leaky ReLU: y = alpha·x for x < 0 */
+    /* A residual added after scale and shift, before the activation: a tensor laid out as the
+     * output (channel ch's plane at residual + ch·plane). Only cg_direct_conv without pooling
+     * reads it; every other entry point takes NULL here. */
+    const float *residual;
 } cg_epilogue;
 
 /* C[m×n] = A·B, or C += A·B when accumulate is non-zero; then the epilogue, when not NULL.

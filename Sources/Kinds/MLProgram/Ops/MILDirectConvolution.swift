@@ -136,11 +136,11 @@ enum MILDirectConvolution {
         let activation = relu ? CG_ACT_RELU : CG_ACT_NONE
         if let bias {
             return try bias.withUnsafeBufferPointer { bp in
-                var e = cg_epilogue(scale: nil, shift: bp.baseAddress, per_column: 0, activation: activation, alpha: 0)
+                var e = cg_epilogue(scale: nil, shift: bp.baseAddress, per_column: 0, activation: activation, alpha: 0, residual: nil)
                 return try withUnsafePointer(to: &e) { try body($0) }
             }
         }
-        var e = cg_epilogue(scale: nil, shift: nil, per_column: 0, activation: activation, alpha: 0)
+        var e = cg_epilogue(scale: nil, shift: nil, per_column: 0, activation: activation, alpha: 0, residual: nil)
         return try withUnsafePointer(to: &e) { try body($0) }
     }
 

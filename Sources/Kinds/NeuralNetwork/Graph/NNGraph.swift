@@ -15,7 +15,7 @@ final class NNGraph: @unchecked Sendable {
         /// The layer's `oneof` case name (e.g. "convolution").
         let type: String
         var layer: any NNLayer
-        let inputs: [String]
+        var inputs: [String]
         var outputs: [String]
         /// Layers folded into this one (batch norm, activation after a convolution), by name.
         var fused: [String] = []
@@ -122,6 +122,8 @@ final class NNGraph: @unchecked Sendable {
                 guard let folded = layers.first(where: { $0.name == name }), let type = Self.typeName(folded),
                       let build = NNLayerRegistry.builder(for: type), let next = try? build(folded) else { return nil }
                 if let producer = layer as? any NNEpilogueAccepting, let op = next.epilogue, producer.accept(op) { continue }
+                if let producer = layer as? any NNResidualAccepting, (next as? any NNResidualAdd)?.addsTwoTensors == true,
+                   producer.acceptResidual() { continue }
                 if let producer = layer as? any NNPoolAccepting, producer.acceptPool(next) { continue }
                 return nil
             }
@@ -230,22 +232,38 @@ final class NNGraph: @unchecked Sendable {
         return order
     }
 
-    /// Folds element-wise layers (batch norm, bias, scale, activation), and then a pooling
-    /// layer, into the layer before them when that layer can apply them while its output is
-    /// still in cache and nothing else reads the intermediate blob.
+    /// Folds element-wise layers (batch norm, bias, scale, activation), a residual add, and
+    /// a pooling layer, into the layer before them when that layer can apply them while its
+    /// output is still in cache and nothing else reads the intermediate blob.
     func fuseEpilogues(keeping protected: Set<String>) {
         var readers: [String: Int] = [:]
         for node in nodes { for input in node.inputs { readers[input, default: 0] += 1 } }
         var i = 0
         while i + 1 < nodes.count {
             let node = nodes[i], next = nodes[i + 1]
-            guard node.outputs.count == 1, next.inputs == node.outputs, next.outputs.count == 1,
-                  !protected.contains(node.outputs[0]), readers[node.outputs[0]] == 1 else {
+            guard node.outputs.count == 1, next.outputs.count == 1, !protected.contains(node.outputs[0]),
+                  readers[node.outputs[0]] == 1 else {
+                i += 1
+                continue
+            }
+            // A two-tensor add of this output and another blob, which an earlier layer or the
+            // network's input wrote (the nodes run in order, and this one writes only its output).
+            let residual = next.inputs.count == 2 && next.inputs.contains(node.outputs[0]) && next.inputs[0] != next.inputs[1]
+                ? next.inputs.first { $0 != node.outputs[0] } : nil
+            guard next.inputs == node.outputs || residual != nil else {
                 i += 1
                 continue
             }
             let folded: Bool
-            if let producer = node.layer as? any NNEpilogueAccepting, let op = next.layer.epilogue {
+            if let residual {
+                if let producer = node.layer as? any NNResidualAccepting, (next.layer as? any NNResidualAdd)?.addsTwoTensors == true,
+                   producer.acceptResidual() {
+                    nodes[i].inputs.append(residual)
+                    folded = true
+                } else {
+                    folded = false
+                }
+            } else if let producer = node.layer as? any NNEpilogueAccepting, let op = next.layer.epilogue {
                 folded = producer.accept(op)
             } else if let producer = node.layer as? any NNPoolAccepting {
                 folded = producer.acceptPool(next.layer)

@@ -141,6 +141,19 @@ public protocol NNEpilogueAccepting: NNLayer {
     func accept(_ op: NNEpilogueOp) -> Bool
 }
 
+/// A layer that can add a second tensor to its output (the residual add of a ResNet or
+/// MobileNet block) while the output is in cache; the graph then gives it that tensor as
+/// input 1, and the layer's output is the add's. `acceptResidual` returns false when it cannot.
+public protocol NNResidualAccepting: NNLayer {
+    func acceptResidual() -> Bool
+}
+
+/// A layer that is a plain add of two tensors (which a `NNResidualAccepting` producer of one
+/// of them can take over).
+public protocol NNResidualAdd: NNLayer {
+    var addsTwoTensors: Bool { get }
+}
+
 /// A layer that can take over the pooling layer that follows it (its output's only reader),
 /// pooling each part of its output while it is in cache. `acceptPool` returns false for a
 /// pooling it cannot fold; once it returns true the layer's output is the pooled one.

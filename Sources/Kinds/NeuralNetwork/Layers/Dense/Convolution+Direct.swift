@@ -59,8 +59,28 @@ extension ConvolutionLayer {
         return count
     }
 
+    /// The convolution with a residual add (input 1) folded in: in the kernel when the
+    /// residual and the output have the convolution's shape; else (the add broadcasts) the
+    /// convolution to scratch with the steps before the add, then the add and the activation.
+    func runResidual(_ packed: NNPackedWeights, inputs: [NNTensor], output: NNTensor, g: Geometry, context: NNRunContext) {
+        let xs = inputs[0].shape, rs = inputs[1].shape, out = output.shape
+        let convOut = NNShape(s: xs.s, b: xs.b, c: outputChannels, h: g.outH, w: g.outW)
+        let x = context.pointer(inputs[0]), r = context.pointer(inputs[1]), y = context.pointer(output)
+        if convOut == out && rs == out {
+            runDirect(packed, x: x, xs: xs, y: y, g: g, context: context, residual: UnsafePointer(r))
+            return
+        }
+        let (head, activation) = post.residualSplit
+        let temp = NNPackedGemm.aligned(context.scratch + directScratch(g: g, xs: xs))
+        runDirect(packed, x: x, xs: xs, y: temp, g: g, context: context, epilogue: head)
+        CombineLayer.combine(.copy, y, out, temp, convOut, context)
+        CombineLayer.combine(.add, y, out, r, rs, context)
+        activation?.apply(y, count: out.count, channel: 0)
+    }
+
     func runDirect(_ packed: NNPackedWeights, x: UnsafeMutablePointer<Float>, xs: NNShape, y: UnsafeMutablePointer<Float>,
-                   g: Geometry, context: NNRunContext) {
+                   g: Geometry, context: NNRunContext, epilogue: NNChannelEpilogue? = nil, residual: UnsafePointer<Float>? = nil) {
+        let post = epilogue ?? self.post
         let m = outputChannels, n = g.outH * g.outW
         var conv = convGeometry(g, xs: xs)
         let pool: Int32 = poolsInKernel ? 1 : 0
@@ -89,7 +109,7 @@ extension ConvolutionLayer {
             NNGemm.run(workers: workers) { worker in
                 let u0 = Swift.min(units, worker * share), u1 = Swift.min(units, u0 + share)
                 guard u0 < u1 else { return }
-                post.withGemmEpilogue(perColumn: true, offset: 0) { epilogue in
+                post.withGemmEpilogue(perColumn: true, offset: 0, residual: residual.map { $0 + image * m * n }) { epilogue in
                     cg_direct_conv(&conv, input, packed.data, m, u0, u1, target, epilogue, pool, work + worker * perWorker)
                 }
             }

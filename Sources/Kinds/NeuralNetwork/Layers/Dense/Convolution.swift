@@ -29,8 +29,9 @@ import CortadoSpec
 /// input in place instead (`Convolution+InPlace.swift`). A 2×2 stride-2 max pooling that reads only this
 /// layer's output can be folded in too (`Convolution+Pool.swift`). Most layers (horizontal
 /// stride 1 or 2, output channels filling blocks of 16) run a direct convolution with the
-/// output channels along the lanes instead (`Convolution+Direct.swift`).
-final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @unchecked Sendable {
+/// output channels along the lanes instead (`Convolution+Direct.swift`); there a residual add
+/// that reads this layer's output (and the ReLU after it) can be folded in too (`acceptResidual`).
+final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNResidualAccepting, @unchecked Sendable {
     enum Padding {
         case valid(top: Int, bottom: Int, left: Int, right: Int)
         case same(topLeftHeavy: Bool)
@@ -55,6 +56,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
     private(set) var post: NNChannelEpilogue
     /// A 2×2 stride-2 max pooling (no padding) folded in: the output is the pooled image.
     private(set) var pooled = false
+    /// A residual add folded in (`acceptResidual`): input 1 is added to the output.
+    private(set) var residual = false
 
     /// Floats of `col` per band in the banded path (about 256 KB).
     static let bandFloats = 64 * 1024
@@ -118,8 +121,16 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
 
     func accept(_ op: NNEpilogueOp) -> Bool { !pooled && post.accept(op) }
 
+    /// On the direct kernel's path only (decided at load, from the layer alone), whose blocks
+    /// add the residual while they are in cache.
+    func acceptResidual() -> Bool {
+        guard !residual, !pooled, !deconvolution, packed?.role == .direct, post.acceptResidual() else { return false }
+        residual = true
+        return true
+    }
+
     func acceptPool(_ layer: any NNLayer) -> Bool {
-        guard !pooled, packed != nil, let pool = layer as? PoolingLayer, pool.isPlainMax2x2 else { return false }
+        guard !pooled, !residual, packed != nil, let pool = layer as? PoolingLayer, pool.isPlainMax2x2 else { return false }
         pooled = true
         return true
     }
@@ -185,8 +196,17 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
     var inputChannels: Int { deconvolution ? kernelChannels : kernelChannels * groups }
 
     func outputShapes(_ inputs: [NNShape]) throws -> [NNShape] {
-        guard inputs.count == 1 else { throw NNLayerError("takes one input, got \(inputs.count)") }
-        let x = inputs[0]
+        guard inputs.count == (residual ? 2 : 1) else {
+            throw NNLayerError(residual ? "takes its input and the residual, got \(inputs.count) inputs" : "takes one input, got \(inputs.count)")
+        }
+        let out = try convolutionShape(inputs[0])
+        guard residual else { return [out] }
+        // The add folded in broadcasts as the add layer does.
+        return try CombineLayer(.add, inputCount: 2).outputShapes([out, inputs[1]])
+    }
+
+    /// The convolution's own output shape (before a folded residual add).
+    private func convolutionShape(_ x: NNShape) throws -> NNShape {
         guard x.c == inputChannels else {
             throw NNLayerError("the input has \(x.c) channels; the weights need \(inputChannels) (kernelChannels \(kernelChannels)\(deconvolution ? "" : " × nGroups \(groups)"))")
         }
@@ -195,9 +215,9 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
             guard g.outH >= 2, g.outW >= 2 else {
                 throw NNLayerError("the folded 2×2 max pooling window is larger than the \(g.outH)×\(g.outW) convolution output")
             }
-            return [NNShape(s: x.s, b: x.b, c: outputChannels, h: g.outH / 2, w: g.outW / 2)]
+            return NNShape(s: x.s, b: x.b, c: outputChannels, h: g.outH / 2, w: g.outW / 2)
         }
-        return [NNShape(s: x.s, b: x.b, c: outputChannels, h: g.outH, w: g.outW)]
+        return NNShape(s: x.s, b: x.b, c: outputChannels, h: g.outH, w: g.outW)
     }
 
     /// Whether the input itself is the `col` matrix (1×1, stride 1, no padding).
@@ -215,6 +235,14 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
     }
 
     func scratchCount(_ inputs: [NNShape]) -> Int {
+        let own = ownScratchCount(inputs)
+        // A residual that broadcasts: the convolution goes to scratch, then the add.
+        guard residual, let convOut = try? convolutionShape(inputs[0]), let outs = try? outputShapes(inputs),
+              convOut != outs[0] || inputs[1] != outs[0] else { return own }
+        return own + convOut.count + 32
+    }
+
+    private func ownScratchCount(_ inputs: [NNShape]) -> Int {
         let x = inputs[0]
         guard let g = try? geometry(h: x.h, w: x.w) else { return 0 }
         if deconvolution {
@@ -237,6 +265,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, @un
             runDeconvolution(x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), ys: ys, g: g, context: context)
         } else if depthwise {
             runDepthwise(x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), g: g, context: context)
+        } else if let packed, packed.role == .direct, residual {
+            runResidual(packed, inputs: inputs, output: outputs[0], g: g, context: context)
         } else if let packed, packed.role == .direct {
             runDirect(packed, x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), g: g, context: context)
         } else if let packed, pooled {

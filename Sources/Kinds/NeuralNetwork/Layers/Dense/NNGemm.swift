@@ -36,6 +36,10 @@ struct NNChannelEpilogue: Sendable {
         /// Full-length (C) arrays; a nil scale means 1.
         case affine(scale: [Float]?, shift: [Float])
         case activation(NNActivation)
+        /// A tensor shaped like the output added (a residual add folded in, the tensor read
+        /// at run time): only the direct convolution kernel applies it, so a layer accepts it
+        /// only on that path (`acceptResidual`), and then only a ReLU or leaky ReLU after it.
+        case residual
     }
 
     let channels: Int
@@ -50,9 +54,41 @@ struct NNChannelEpilogue: Sendable {
 
     var isEmpty: Bool { steps.isEmpty }
 
+    /// Whether a residual add is folded in.
+    var hasResidual: Bool { steps.contains { if case .residual = $0 { return true } else { return false } } }
+
+    /// Folds in a residual add, after at most one affine step (the kernel's order: scale and
+    /// shift, residual, activation); false when other steps came first.
+    mutating func acceptResidual() -> Bool {
+        guard !hasResidual, steps.count <= 1 else { return false }
+        if let first = steps.first, case .activation = first { return false }
+        steps.append(.residual)
+        names.append("residual add")
+        return true
+    }
+
+    /// The steps before the residual, and the activation after it: how a layer applies them
+    /// when the residual cannot go through the kernel (it broadcasts).
+    var residualSplit: (head: NNChannelEpilogue, activation: NNActivation?) {
+        var head = self
+        guard let at = steps.firstIndex(where: { if case .residual = $0 { return true } else { return false } }) else { return (self, nil) }
+        head.steps = Array(steps[..<at])
+        var activation: NNActivation?
+        if at + 1 < steps.count, case .activation(let a) = steps[at + 1] { activation = a }
+        return (head, activation)
+    }
+
     /// Adds a folded step; false when it does not fit the channel count.
     mutating func accept(_ op: NNEpilogueOp) -> Bool {
         guard op.fits(channels: channels) else { return false }
+        if hasResidual {
+            // After a residual the kernel applies one ReLU or leaky ReLU, nothing else.
+            guard case .residual? = steps.last, case .activation(let a) = op else { return false }
+            switch a {
+            case .relu, .leakyRelu: break
+            default: return false
+            }
+        }
         func full(_ a: [Float]) -> [Float] { a.count == channels ? a : [Float](repeating: a[0], count: channels) }
         switch op {
         case .affine(let scale, let shift):
@@ -77,24 +113,26 @@ struct NNChannelEpilogue: Sendable {
     /// The steps as Cortado's GEMM applies them to each finished tile (`cg_epilogue`): one
     /// affine step, one ReLU or leaky ReLU, or an affine step then one of those. Nil for no
     /// steps or other ones (those run in `apply` / `applyRows` after the GEMM).
-    private var gemmForm: (scale: [Float]?, shift: [Float]?, activation: cg_activation, alpha: Float)? {
-        func activation(_ step: Step) -> (cg_activation, Float)? {
-            switch step {
-            case .activation(.relu): return (CG_ACT_RELU, 0)
-            case .activation(.leakyRelu(let alpha)): return (CG_ACT_LEAKY_RELU, alpha)
-            default: return nil
-            }
+    private var gemmForm: (scale: [Float]?, shift: [Float]?, activation: cg_activation, alpha: Float, residual: Bool)? {
+        // The steps must read: [affine] [residual] [ReLU or leaky ReLU], each optional.
+        var rest = steps[...]
+        var form: (scale: [Float]?, shift: [Float]?, activation: cg_activation, alpha: Float, residual: Bool) = (nil, nil, CG_ACT_NONE, 0, false)
+        if case .affine(let scale, let shift)? = rest.first {
+            (form.scale, form.shift) = (scale, shift)
+            rest = rest.dropFirst()
         }
-        switch steps.count {
-        case 1:
-            if case .affine(let scale, let shift) = steps[0] { return (scale, shift, CG_ACT_NONE, 0) }
-            return activation(steps[0]).map { (nil, nil, $0.0, $0.1) }
-        case 2:
-            guard case .affine(let scale, let shift) = steps[0], let (a, alpha) = activation(steps[1]) else { return nil }
-            return (scale, shift, a, alpha)
-        default:
-            return nil
+        if case .residual? = rest.first {
+            form.residual = true
+            rest = rest.dropFirst()
         }
+        switch rest.first {
+        case .activation(.relu)?: form.activation = CG_ACT_RELU
+        case .activation(.leakyRelu(let alpha))?: (form.activation, form.alpha) = (CG_ACT_LEAKY_RELU, alpha)
+        case nil: break
+        default: return nil
+        }
+        guard rest.count <= 1, !steps.isEmpty else { return nil }
+        return form
     }
 
     /// Whether steps remain for `apply` / `applyRows` after a GEMM that took
@@ -103,15 +141,19 @@ struct NNChannelEpilogue: Sendable {
 
     /// Runs `body` with the steps as a GEMM epilogue for a C whose first row (or, with
     /// `perColumn`, column) is channel `offset`; with nil when the GEMM cannot apply them.
-    func withGemmEpilogue<R>(perColumn: Bool, offset: Int, _ body: (UnsafePointer<cg_epilogue>?) -> R) -> R {
+    /// `residual` is the tensor a folded residual add reads (laid out as the output).
+    func withGemmEpilogue<R>(perColumn: Bool, offset: Int, residual: UnsafePointer<Float>? = nil,
+                             _ body: (UnsafePointer<cg_epilogue>?) -> R) -> R {
         guard let form = gemmForm else { return body(nil) }
+        precondition(!form.residual || residual != nil, "a folded residual add needs its tensor")
         func pointer<T>(_ a: [Float]?, _ f: (UnsafePointer<Float>?) -> T) -> T {
             guard let a else { return f(nil) }
             return a.withUnsafeBufferPointer { f($0.baseAddress! + offset) }
         }
         return pointer(form.scale) { scale in
             pointer(form.shift) { shift in
-                var e = cg_epilogue(scale: scale, shift: shift, per_column: perColumn ? 1 : 0, activation: form.activation, alpha: form.alpha)
+                var e = cg_epilogue(scale: scale, shift: shift, per_column: perColumn ? 1 : 0, activation: form.activation, alpha: form.alpha,
+                                    residual: form.residual ? residual : nil)
                 return withUnsafePointer(to: &e) { body($0) }
             }
         }
@@ -142,6 +184,8 @@ struct NNChannelEpilogue: Sendable {
                 }
             } else if case .activation(let a) = steps[i] {
                 a.apply(p, count: count, channel: c)
+            } else {
+                preconditionFailure("a residual add runs only in the direct convolution kernel")
             }
             i += 1
         }
@@ -182,6 +226,8 @@ struct NNChannelEpilogue: Sendable {
                         for r in 0..<rows { a.apply(p + r * channels, count: cols.count, channel: 0) }
                     }
                 }
+            case .residual:
+                preconditionFailure("a residual add runs only in the direct convolution kernel")
             }
         }
     }

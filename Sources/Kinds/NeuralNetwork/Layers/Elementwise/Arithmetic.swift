@@ -9,7 +9,7 @@ import CortadoSpec
 /// `x + alpha` and `multiply` is `alpha * x` (both fold into a preceding layer as an affine step);
 /// `average`, `max` and `min` of one input copy it. Runs in place on input 0 when that input
 /// already has the output's shape.
-final class CombineLayer: NNLayer, @unchecked Sendable {
+final class CombineLayer: NNLayer, NNResidualAdd, @unchecked Sendable {
     enum Op: Sendable { case add, multiply, average, max, min }
 
     let op: Op
@@ -40,6 +40,8 @@ final class CombineLayer: NNLayer, @unchecked Sendable {
     }
 
     var runsInPlace: Bool { true }
+
+    var addsTwoTensors: Bool { op == .add && inputCount == 2 }
 
     var epilogue: NNEpilogueOp? {
         guard inputCount == 1 else { return nil }
