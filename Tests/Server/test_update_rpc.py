@@ -141,9 +141,10 @@ def variants(stub, model=""):
 
 
 @pytest.fixture
-def served(start_server, repo):
+def served(start_server, repo, tmp_path):
+    # Each test stores its variants in a folder of its own (the repository is the module's).
     def start(*args):
-        server = start_server(repo[0], *CONTROL, *args)
+        server = start_server(repo[0], *CONTROL, "--variant-store", tmp_path / "variants", *args)
         channel = server.channel()
         return server, P.predictor_pb2_grpc.PredictorStub(channel)
     return start
@@ -327,8 +328,8 @@ def test_cancel_mid_update_keeps_serving_and_creates_nothing(served, repo):
 # ---------------------------------------------------------------- refusals
 
 
-def test_update_needs_model_control(start_server, repo):
-    server = start_server(repo[0])
+def test_update_needs_model_control(start_server, repo, tmp_path):
+    server = start_server(repo[0], "--variant-store", tmp_path / "variants")
     with server.channel() as ch:
         stub = P.predictor_pb2_grpc.PredictorStub(ch)
         X, T = data(4)
