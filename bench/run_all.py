@@ -21,7 +21,10 @@ Then bench/compiled_load.py: load time of a large network, .mlmodel vs `cortado 
 Then bench/scalar_inputs.py: one XGBoost forest served with 20 scalar inputs and with one
 20-wide array, calls/s of each under cortado-load (concurrency 16) and their ratio.
 
-Usage: .venv/bin/python bench/run_all.py [--bin .build/release] [--only trees|glm|nn|transformer|mlprogram|server|compiled|scalar ...]
+Then bench/variants.py with its small default (300 variants stored as heads): memory, first-use
+latency, update latency and throughput across variants (`--stored 10000` by hand).
+
+Usage: .venv/bin/python bench/run_all.py [--bin .build/release] [--only trees|glm|nn|transformer|mlprogram|server|compiled|scalar|variants ...]
 `make bench` builds in release mode and runs this with --bin .build/release.
 """
 import argparse
@@ -49,7 +52,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", default=common.DEFAULT_BIN,
                    help="build folder holding cortado-bench, or the executable (default .build/release)")
-    p.add_argument("--only", nargs="+", choices=[b[0] for b in BENCHMARKS] + ["server", "compiled", "scalar"], help="run only these")
+    p.add_argument("--only", nargs="+", choices=[b[0] for b in BENCHMARKS] + ["server", "compiled", "scalar", "variants"], help="run only these")
     a = p.parse_args()
     binary = common.resolve_bin(a.bin)
 
@@ -95,6 +98,13 @@ def main():
         done = subprocess.run([sys.executable, os.path.join(HERE, "scalar_inputs.py"), "--bin", os.path.dirname(binary)])
         if done.returncode != 0:
             failures.append(f"scalar_inputs.py exited {done.returncode}")
+        print()
+
+    if not a.only or "variants" in a.only:
+        print("=== Per-user variants stored as heads, 300 of them (variants.py; --stored 10000 by hand) ===", flush=True)
+        done = subprocess.run([sys.executable, os.path.join(HERE, "variants.py"), "--bin", os.path.dirname(binary), "--seconds", "3"])
+        if done.returncode != 0:
+            failures.append(f"variants.py exited {done.returncode}")
         print()
 
     rows = [r for s in summaries for r in s["results"]]

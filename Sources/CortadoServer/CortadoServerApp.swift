@@ -36,6 +36,8 @@ public final class CortadoServerApp: @unchecked Sendable {
         public var updates = UpdateRunner.Limits()
         /// Compiled variants kept in memory (`VariantRegistry`).
         public var maxVariants = 1000
+        /// Where variant heads are stored (`--variant-store`; nil: the repository folder).
+        public var variantStore: URL?
         public init() {}
     }
 
@@ -61,7 +63,8 @@ public final class CortadoServerApp: @unchecked Sendable {
         repository.modelKey = key
         repository.modelThreads = threads
         context = ServerContext(repository: repository, policy: options.policy, requiredModels: options.requiredModels,
-                                sessions: options.sessions, updates: options.updates, maxVariants: options.maxVariants, logger: logger)
+                                sessions: options.sessions, updates: options.updates, maxVariants: options.maxVariants,
+                                variantStore: (options.variantStore ?? root).map(VariantStore.init(folder:)), logger: logger)
         if options.logCalls { context.metrics.callLog = CallLog(logger: logger) }
         let router = self.router
         let health = HealthService(context: context, services: { router.serviceNames })
@@ -71,8 +74,13 @@ public final class CortadoServerApp: @unchecked Sendable {
             options.authorizer?.register(service)
         }
         if let authorizer = options.authorizer { router.admit(with: authorizer.admission()) }
-        repository.onChange = { [weak health] name, what in
+        let variants = context.variants
+        repository.onChange = { [weak health, weak variants] name, what in
             logger.info("model \(what)", metadata: ["model": "\(name)"])
+            // A model that loads learns its stored variants (a listing: heads are read on use).
+            if let found = variants?.learnStored(model: name), found > 0 {
+                logger.info("stored variants found", metadata: ["model": "\(name)", "variants": "\(found)"])
+            }
             health?.statusesChanged()
         }
     }

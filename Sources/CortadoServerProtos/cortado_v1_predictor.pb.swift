@@ -944,6 +944,14 @@ public nonisolated struct Cortado_V1_UpdateResult: Sendable {
   /// The hyperparameters the update ran with, as "key=value".
   public var parameters: [String] = []
 
+  /// For a variant: whether its head was written to the variant store (it survives a
+  /// restart). False when the store could not take it (a read-only store, no repository
+  /// folder): the variant then serves from memory until the server stops, and store_error
+  /// says why.
+  public var stored: Bool = false
+
+  public var storeError: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -994,14 +1002,19 @@ public nonisolated struct Cortado_V1_VariantStatus: Sendable {
 
   public var variant: String = String()
 
-  /// The model version the variant was trained from.
+  /// The model version the variant was trained from; empty for a stored variant whose head
+  /// has not been read since the server started (heads are read on first use).
   public var baseVersion: String = String()
 
   /// Whether its compiled form is in memory now (variants load on first use and the least
   /// recently used are dropped beyond --max-variants).
   public var loaded: Bool = false
 
+  /// Updates that made it (0 for a stored variant not read yet).
   public var updates: Int64 = 0
+
+  /// Whether a head file in the variant store holds it (it survives a restart).
+  public var stored: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -2408,7 +2421,7 @@ nonisolated extension Cortado_V1_UpdateProgress: SwiftProtobuf.Message, SwiftPro
 
 nonisolated extension Cortado_V1_UpdateResult: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".UpdateResult"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}model\0\u{1}version\0\u{1}variant\0\u{1}examples\0\u{1}epochs\0\u{1}loss\0\u{1}parameters\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}model\0\u{1}version\0\u{1}variant\0\u{1}examples\0\u{1}epochs\0\u{1}loss\0\u{1}parameters\0\u{1}stored\0\u{3}store_error\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2423,6 +2436,8 @@ nonisolated extension Cortado_V1_UpdateResult: SwiftProtobuf.Message, SwiftProto
       case 5: try { try decoder.decodeSingularInt64Field(value: &self.epochs) }()
       case 6: try { try decoder.decodeSingularDoubleField(value: &self._loss) }()
       case 7: try { try decoder.decodeRepeatedStringField(value: &self.parameters) }()
+      case 8: try { try decoder.decodeSingularBoolField(value: &self.stored) }()
+      case 9: try { try decoder.decodeSingularStringField(value: &self.storeError) }()
       default: break
       }
     }
@@ -2454,6 +2469,12 @@ nonisolated extension Cortado_V1_UpdateResult: SwiftProtobuf.Message, SwiftProto
     if !self.parameters.isEmpty {
       try visitor.visitRepeatedStringField(value: self.parameters, fieldNumber: 7)
     }
+    if self.stored != false {
+      try visitor.visitSingularBoolField(value: self.stored, fieldNumber: 8)
+    }
+    if !self.storeError.isEmpty {
+      try visitor.visitSingularStringField(value: self.storeError, fieldNumber: 9)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2465,6 +2486,8 @@ nonisolated extension Cortado_V1_UpdateResult: SwiftProtobuf.Message, SwiftProto
     if lhs.epochs != rhs.epochs {return false}
     if lhs._loss != rhs._loss {return false}
     if lhs.parameters != rhs.parameters {return false}
+    if lhs.stored != rhs.stored {return false}
+    if lhs.storeError != rhs.storeError {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2539,7 +2562,7 @@ nonisolated extension Cortado_V1_UpdateEvent: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Cortado_V1_VariantStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".VariantStatus"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}model\0\u{1}variant\0\u{3}base_version\0\u{1}loaded\0\u{1}updates\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}model\0\u{1}variant\0\u{3}base_version\0\u{1}loaded\0\u{1}updates\0\u{1}stored\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2552,6 +2575,7 @@ nonisolated extension Cortado_V1_VariantStatus: SwiftProtobuf.Message, SwiftProt
       case 3: try { try decoder.decodeSingularStringField(value: &self.baseVersion) }()
       case 4: try { try decoder.decodeSingularBoolField(value: &self.loaded) }()
       case 5: try { try decoder.decodeSingularInt64Field(value: &self.updates) }()
+      case 6: try { try decoder.decodeSingularBoolField(value: &self.stored) }()
       default: break
       }
     }
@@ -2573,6 +2597,9 @@ nonisolated extension Cortado_V1_VariantStatus: SwiftProtobuf.Message, SwiftProt
     if self.updates != 0 {
       try visitor.visitSingularInt64Field(value: self.updates, fieldNumber: 5)
     }
+    if self.stored != false {
+      try visitor.visitSingularBoolField(value: self.stored, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2582,6 +2609,7 @@ nonisolated extension Cortado_V1_VariantStatus: SwiftProtobuf.Message, SwiftProt
     if lhs.baseVersion != rhs.baseVersion {return false}
     if lhs.loaded != rhs.loaded {return false}
     if lhs.updates != rhs.updates {return false}
+    if lhs.stored != rhs.stored {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

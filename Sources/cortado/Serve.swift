@@ -51,7 +51,7 @@ struct Serve: ParsableCommand {
         "sharedMemoryPrefix", "maxStreamBuffer", "maxConnectionBuffer", "maxProcessBuffer", \
         "maxConnections", "maxConnectionsPerPeer", "headerTimeout", "tlsCert", "tlsKey", "tlsClientCA", \
         "authTokens", "requireModels": ["a", "b"], "maxSessions", "sessionIdleTimeout", \
-        "maxConcurrentUpdates", "maxUpdateRows", "maxUpdateMemory", "maxVariants", \
+        "maxConcurrentUpdates", "maxUpdateRows", "maxUpdateMemory", "maxVariants", "variantStore", \
         "models": {"<name>": {"maxConcurrency": N, "maxQueue": N, "maxBatchSize": N, "maxQueueDelayUs": N}}}.
 
         Model control (--model-control, as Triton's --model-control-mode): with none (the \
@@ -111,9 +111,17 @@ struct Serve: ParsableCommand {
         until it is ready); with one it becomes that variant of the model (trained further when \
         it exists), which PredictRequest.variant (and PredictBatchRequest.variant) selects. A \
         variant shares its base's compiled layers where the kind can (neural networks: all but \
-        the layers the update changed); variants live in memory, are listed by ListVariants, \
-        dropped by DeleteVariant, and at most --max-variants stay compiled (the least recently \
-        used are compiled again on their next use). Training runs on its own threads at a lower \
+        the layers the update changed). A variant is stored as a head, only what differs from \
+        its base (a network: the layers the update changed) and the base version, in \
+        DIR/<model>/variants/<variant>.head of the repository or of --variant-store DIR, written \
+        atomically; at start, and when a model loads, the stored variants are listed (no file \
+        is read) and each is read, merged with its base and compiled on first use. A head \
+        whose base version is not the one loaded answers FAILED_PRECONDITION, an unreadable \
+        or corrupt one DATA_LOSS naming the file; other calls go on. A store that cannot be \
+        written leaves the variant in memory only (a warning, UpdateResult.stored false). \
+        Variants are listed by ListVariants (stored, loaded), dropped with their file by \
+        DeleteVariant, and at most --max-variants stay compiled (the least recently used are \
+        dropped, a stored one with its spec, and compiled again on their next use). Training runs on its own threads at a lower \
         priority than predictions, at most --max-concurrent-updates at once, each with at most \
         --max-update-rows rows and all with at most --max-update-memory MiB of examples; a \
         client that cancels cancels its update; bad rows, hyperparameters out of range or a loss \
@@ -233,6 +241,13 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: "Variants (made by Update) kept compiled in memory; the least recently used beyond are dropped and compiled again on use (default 1000).")
     var maxVariants: Int?
 
+    @Option(name: .long, help: ArgumentHelp("""
+        Folder where variants made by Update are stored as heads, DIR/<model>/variants/<variant>.head (default: the \
+        model repository). Use it when the repository is read-only; if the store cannot be written an update still \
+        serves its variant from memory, logs a warning and answers stored=false.
+        """, valueName: "DIR"))
+    var variantStore: String?
+
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical (default info).")
     var logLevel: String = "info"
 
@@ -286,6 +301,7 @@ struct Serve: ParsableCommand {
         var maxUpdateRows: Int?
         var maxUpdateMemory: Int?
         var maxVariants: Int?
+        var variantStore: String?
         var models: [String: Model]?
     }
 
@@ -444,6 +460,7 @@ struct Serve: ParsableCommand {
         options.updates.maxRows = maxUpdateRows ?? file.maxUpdateRows ?? 100_000
         let updateMemory = maxUpdateMemory ?? file.maxUpdateMemory ?? 256
         options.maxVariants = maxVariants ?? file.maxVariants ?? 1000
+        options.variantStore = (variantStore ?? file.variantStore).map { URL(fileURLWithPath: $0) }
         guard options.updates.maxConcurrent >= 0, options.updates.maxRows > 0, updateMemory > 0, updateMemory < (1 << 40),
               options.maxVariants > 0 else {
             throw ValidationError("--max-concurrent-updates must be ≥ 0 (0 refuses every update), --max-update-rows, --max-update-memory and --max-variants > 0")

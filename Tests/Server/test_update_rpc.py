@@ -141,9 +141,10 @@ def variants(stub, model=""):
 
 
 @pytest.fixture
-def served(start_server, repo):
+def served(start_server, repo, tmp_path):
+    # Each test stores its variants in a folder of its own (the repository is the module's).
     def start(*args):
-        server = start_server(repo[0], *CONTROL, *args)
+        server = start_server(repo[0], *CONTROL, "--variant-store", tmp_path / "variants", *args)
         channel = server.channel()
         return server, P.predictor_pb2_grpc.PredictorStub(channel)
     return start
@@ -239,8 +240,9 @@ def test_variants_are_evicted_beyond_the_bound_and_reload(served, repo):
     assert sum(v.loaded for v in variants(stub).values()) == 2
 
 
-def test_knn_variant_learns_its_examples(served):
-    """Another kind through the same RPC: a k-NN classifier's variant holds the examples sent."""
+def test_knn_variant_learns_its_examples(served, tmp_path):
+    """Another kind through the same RPC: a k-NN classifier's variant holds the examples sent;
+    stored as its whole spec (the kind's default head), it answers the same after a restart."""
     server, stub = served()
 
     def label(x, variant=""):
@@ -254,6 +256,13 @@ def test_knn_variant_learns_its_examples(served):
     assert result.examples == 2 and not result.HasField("loss") and not progress[0].HasField("loss")
     assert [label(x, "u1") for x in ([19, 1], [1, 19], [1, 1])] == ["c", "d", "a"]
     assert [label(x) for x in ([19, 1], [1, 19])] == ["b", "b"]
+    assert result.stored
+    head = ct.proto.Model_pb2.Model.FromString((tmp_path / "variants" / "knn" / "variants" / "u1.head").read_bytes())
+    assert head.WhichOneof("Type") == "kNearestNeighborsClassifier" and len(head.description.input) == 1
+    assert head.description.metadata.userDefined["cortado.variant.base-version"] == "1"
+    assert server.stop() == 0
+    server, stub = served()
+    assert [label(x, "u1") for x in ([19, 1], [1, 19], [1, 1])] == ["c", "d", "a"]
 
 
 # ---------------------------------------------------------------- under load, cancelled
@@ -327,8 +336,8 @@ def test_cancel_mid_update_keeps_serving_and_creates_nothing(served, repo):
 # ---------------------------------------------------------------- refusals
 
 
-def test_update_needs_model_control(start_server, repo):
-    server = start_server(repo[0])
+def test_update_needs_model_control(start_server, repo, tmp_path):
+    server = start_server(repo[0], "--variant-store", tmp_path / "variants")
     with server.channel() as ch:
         stub = P.predictor_pb2_grpc.PredictorStub(ch)
         X, T = data(4)

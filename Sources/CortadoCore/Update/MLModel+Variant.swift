@@ -11,6 +11,26 @@ public protocol MLVariantCompiling: MLCompiledModel {
     /// spec in full.
     func compileVariant(_ specification: CoreML_Specification_Model, base: CoreML_Specification_Model,
                         context: MLCompileContext) throws -> (any MLCompiledModel)?
+
+    /// What of `specification` differs from `base`, as a spec that `variantSpecification`
+    /// turns back into `specification` given the same `base`: the part a store keeps per
+    /// variant. The default is the whole of `specification`.
+    func variantHead(of specification: CoreML_Specification_Model, base: CoreML_Specification_Model) -> CoreML_Specification_Model
+
+    /// The variant's whole spec from a head `variantHead` made over `base`. Throws
+    /// `invalidModel` when the head does not fit `base`. The default takes the head as the
+    /// whole spec.
+    func variantSpecification(head: CoreML_Specification_Model, base: CoreML_Specification_Model) throws -> CoreML_Specification_Model
+}
+
+extension MLVariantCompiling {
+    public func variantHead(of specification: CoreML_Specification_Model, base: CoreML_Specification_Model) -> CoreML_Specification_Model {
+        specification
+    }
+
+    public func variantSpecification(head: CoreML_Specification_Model, base: CoreML_Specification_Model) throws -> CoreML_Specification_Model {
+        head
+    }
 }
 
 extension MLModel {
@@ -30,6 +50,23 @@ extension MLModel {
             description.isUpdatable = spec.isUpdatable
             return MLModel(description: description, configuration: configuration, specification: spec, name: name,
                            specType: specType, compiled: compiled, sharesBase: shared != nil)
+        } catch let error as MLModelError {
+            throw error.inModel(name)
+        }
+    }
+
+    /// The head of a variant of this model (its spec as an update left it) to store:
+    /// only what differs from this model where the kind can say so (neural networks: the
+    /// layers the update changed), else the whole spec.
+    public func variantHead(of specification: CoreML_Specification_Model) -> CoreML_Specification_Model {
+        (compiled as? any MLVariantCompiling)?.variantHead(of: specification, base: self.specification) ?? specification
+    }
+
+    /// The whole spec of the variant a stored head describes over this model.
+    public func variantSpecification(head: CoreML_Specification_Model) throws -> CoreML_Specification_Model {
+        do {
+            guard let kind = compiled as? any MLVariantCompiling else { return head }
+            return try kind.variantSpecification(head: head, base: specification)
         } catch let error as MLModelError {
             throw error.inModel(name)
         }

@@ -45,10 +45,16 @@ extension PredictorService {
         let served = try context.repository.model(request.model, version: request.version)
         // A variant that exists trains on from its own parameters; its base stays the one it
         // was made over, so that variants never chain.
-        let existing = variant.isEmpty ? nil : context.variants.record(served.name, variant)
-        let start = try existing.map { _ in try context.variants.model(served.name, variant: variant).model } ?? served.model
+        // A stored variant is read (and its base checked) here; one that cannot be read fails
+        // the update, and nothing is overwritten.
+        var existing: VariantRegistry.Resolved?
+        if !variant.isEmpty, context.variants.contains(served.name, variant) {
+            existing = try context.variants.resolve(served.name, variant)
+        }
+        let start = existing?.model ?? served.model
         let base = existing?.base ?? served.model
         let baseVersion = existing?.baseVersion ?? served.version
+        let updates = (existing?.updates ?? 0) + 1
         guard start.modelDescription.isUpdatable else {
             throw GRPCStatus(.failedPrecondition, "model '\(served.name)' is not updatable (its spec does not set isUpdatable); nothing was changed")
         }
@@ -63,7 +69,7 @@ extension PredictorService {
         var configuration = start.configuration
         configuration.updateParameters = overrides(request.parameters)
         let run = UpdateRun(call: call, context: context, reservation: reservation, servedName: served.name, served: served,
-                            variant: variant, base: base, baseVersion: baseVersion, examples: examples.count)
+                            variant: variant, base: base, baseVersion: baseVersion, updates: updates, examples: examples.count)
         let handlers = MLUpdateProgressHandlers(forEvents: [.trainingBegin, .epochEnd], progressHandler: { progress in
             run.progress(progress)
         }, completionHandler: { result in
@@ -138,6 +144,7 @@ extension PredictorService {
             v.variant = s.variant
             v.baseVersion = s.baseVersion
             v.loaded = s.loaded
+            v.stored = s.stored
             v.updates = Int64(s.updates)
             return v
         }
@@ -165,13 +172,15 @@ private final class UpdateRun: @unchecked Sendable {
     let variant: String
     let base: MLModel
     let baseVersion: String
+    /// Updates that will have made the variant, this one included.
+    let updates: Int
     let examples: Int
     private var epochs = 0
 
     init(call: GRPCServerCall, context: ServerContext, reservation: UpdateRunner.Reservation, servedName: String, served: ServedModel,
-         variant: String, base: MLModel, baseVersion: String, examples: Int) {
+         variant: String, base: MLModel, baseVersion: String, updates: Int, examples: Int) {
         self.call = call; self.context = context; self.reservation = reservation; self.servedName = servedName; self.served = served
-        self.variant = variant; self.base = base; self.baseVersion = baseVersion; self.examples = examples
+        self.variant = variant; self.base = base; self.baseVersion = baseVersion; self.updates = updates; self.examples = examples
     }
 
     /// On the training thread.
@@ -226,11 +235,21 @@ private final class UpdateRun: @unchecked Sendable {
                 out.version = version
             } else {
                 let model = try base.variant(specification: spec, name: servedName)
+                // Stored before it serves, so a variant that answered survives a restart;
+                // one the store cannot take serves from memory.
+                let problem = context.variants.storeHead(model: servedName, variant: variant, base: base, baseVersion: baseVersion,
+                                                         specification: spec, updates: updates)
                 context.variants.put(model: servedName, variant: variant, baseVersion: baseVersion, base: base,
-                                     specification: spec, compiled: model)
+                                     specification: spec, compiled: model, updates: updates, stored: problem == nil)
                 out.version = baseVersion
+                out.stored = problem == nil
+                if let problem {
+                    out.storeError = problem
+                    context.logger.warning("variant not stored: it serves from memory until the server stops",
+                                           metadata: ["model": "\(servedName)", "variant": "\(variant)", "reason": "\(problem)"])
+                }
                 context.logger.info("variant updated", metadata: ["model": "\(servedName)", "variant": "\(variant)",
-                                                                  "sharesBase": "\(model.sharesBase)"])
+                                                                  "sharesBase": "\(model.sharesBase)", "stored": "\(problem == nil)"])
             }
         } catch {
             fail(GRPCStatus(.internal, "the trained model failed to load: \(error); nothing was changed"))

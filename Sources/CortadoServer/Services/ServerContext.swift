@@ -30,11 +30,16 @@ public final class ServerContext: @unchecked Sendable {
 
     public init(repository: ModelRepository, metrics: ServerMetrics = ServerMetrics(), policy: ServerPolicy = ServerPolicy(),
                 requiredModels: [String] = [], sessions: SessionRegistry.Limits = SessionRegistry.Limits(),
-                updates: UpdateRunner.Limits = UpdateRunner.Limits(), maxVariants: Int = 1000,
+                updates: UpdateRunner.Limits = UpdateRunner.Limits(), maxVariants: Int = 1000, variantStore: VariantStore? = nil,
                 logger: Logger = Logger(label: "cortado")) {
         self.repository = repository
         self.sessions = SessionRegistry(limits: sessions)
-        self.variants = VariantRegistry(maxLoaded: maxVariants)
+        self.variants = VariantRegistry(maxLoaded: maxVariants, store: variantStore)
+        // A stored variant's base is the version of its model served now.
+        variants.baseLookup = { [unowned repository] name throws(GRPCStatus) in
+            let served = try repository.model(name)
+            return (served.model, served.version)
+        }
         self.updates = UpdateRunner(limits: updates)
         self.policy = policy
         self.metrics = metrics
