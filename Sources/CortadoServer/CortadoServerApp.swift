@@ -32,6 +32,8 @@ public final class CortadoServerApp: @unchecked Sendable {
         public var sessions = SessionRegistry.Limits()
         /// One log line per finished prediction call (`--log-calls`; `CallLog`).
         public var logCalls = false
+        /// Per-call traces (`--trace-file`, `CallTracer`), closed when the server has stopped.
+        public var tracer: CallTracer?
         /// Updates: how many at once, rows and memory (`UpdateRunner`).
         public var updates = UpdateRunner.Limits()
         /// Compiled variants kept in memory (`VariantRegistry`).
@@ -66,6 +68,7 @@ public final class CortadoServerApp: @unchecked Sendable {
                                 sessions: options.sessions, updates: options.updates, maxVariants: options.maxVariants,
                                 variantStore: (options.variantStore ?? root).map(VariantStore.init(folder:)), logger: logger)
         if options.logCalls { context.metrics.callLog = CallLog(logger: logger) }
+        context.metrics.tracer = options.tracer
         let router = self.router
         let health = HealthService(context: context, services: { router.serviceNames })
         let services: [any ScopedService] = [PredictorService(context: context), InferenceService(context: context), health]
@@ -170,6 +173,7 @@ public final class CortadoServerApp: @unchecked Sendable {
     public func wait() {
         server?.wait()
         pool.stop()
+        options.tracer?.close()
     }
 
     /// The metrics port: `/metrics` (Prometheus), `/healthz` (live), `/readyz` (ready). With

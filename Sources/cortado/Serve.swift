@@ -52,6 +52,7 @@ struct Serve: ParsableCommand {
         "maxConnections", "maxConnectionsPerPeer", "headerTimeout", "tlsCert", "tlsKey", "tlsClientCA", \
         "authTokens", "requireModels": ["a", "b"], "maxSessions", "sessionIdleTimeout", \
         "maxConcurrentUpdates", "maxUpdateRows", "maxUpdateMemory", "maxVariants", "variantStore", \
+        "traceFile", "traceSampleRate", \
         "models": {"<name>": {"maxConcurrency": N, "maxQueue": N, "maxBatchSize": N, "maxQueueDelayUs": N}}}.
 
         Model control (--model-control, as Triton's --model-control-mode): with none (the \
@@ -248,6 +249,21 @@ struct Serve: ParsableCommand {
         """, valueName: "DIR"))
     var variantStore: String?
 
+    @Option(name: .long, help: ArgumentHelp("""
+        Write per-call traces to FILE in Chrome's trace event format (open it in ui.perfetto.dev or chrome://tracing): \
+        for each traced prediction call, nested spans for the queue wait, input decode and checks, compute and \
+        output encoding, with model, version, service, status, x-request-id and a W3C trace context (a client's \
+        traceparent, gRPC metadata or HTTP header, keeps its trace id and names the parent span). Off by default; \
+        costs nothing when off.
+        """, valueName: "FILE"))
+    var traceFile: String?
+
+    @Option(name: .long, help: ArgumentHelp("""
+        With --trace-file: the fraction of calls traced, 0 to 1 (default 1). A call that brings a traceparent is \
+        traced when its sampled flag is set, whatever the rate.
+        """, valueName: "R"))
+    var traceSampleRate: Double?
+
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical (default info).")
     var logLevel: String = "info"
 
@@ -302,6 +318,8 @@ struct Serve: ParsableCommand {
         var maxUpdateMemory: Int?
         var maxVariants: Int?
         var variantStore: String?
+        var traceFile: String?
+        var traceSampleRate: Double?
         var models: [String: Model]?
     }
 
@@ -381,6 +399,9 @@ struct Serve: ParsableCommand {
         try applyPolicy(to: &options, file: file)
         try applyBudgets(to: &options.transport, file: file)
         try applySecurity(to: &options, file: file)
+        if let tracer = options.tracer, let path = traceFile ?? file.traceFile {
+            logger.info("tracing calls", metadata: ["file": "\(path)", "sample_rate": "\(tracer.rate)"])
+        }
 
         signal(SIGPIPE, SIG_IGN)
         var sources: [DispatchSourceSignal] = []
@@ -461,6 +482,15 @@ struct Serve: ParsableCommand {
         let updateMemory = maxUpdateMemory ?? file.maxUpdateMemory ?? 256
         options.maxVariants = maxVariants ?? file.maxVariants ?? 1000
         options.variantStore = (variantStore ?? file.variantStore).map { URL(fileURLWithPath: $0) }
+        let rate = traceSampleRate ?? file.traceSampleRate ?? 1
+        guard rate >= 0, rate <= 1 else { throw ValidationError("--trace-sample-rate must be between 0 and 1, got \(rate)") }
+        if let path = traceFile ?? file.traceFile {
+            do {
+                options.tracer = try CallTracer(path: path, rate: rate)
+            } catch {
+                throw ValidationError("--trace-file \(path): cannot be written (\(error.localizedDescription))")
+            }
+        }
         guard options.updates.maxConcurrent >= 0, options.updates.maxRows > 0, updateMemory > 0, updateMemory < (1 << 40),
               options.maxVariants > 0 else {
             throw ValidationError("--max-concurrent-updates must be ≥ 0 (0 refuses every update), --max-update-rows, --max-update-memory and --max-variants > 0")

@@ -51,6 +51,8 @@ public final class ServerMetrics: @unchecked Sendable {
     /// Where every counted prediction call is also logged (`--log-calls`); nil: not logged.
     /// Set before the server starts.
     public var callLog: CallLog?
+    /// Per-call traces (`--trace-file`); nil when off.
+    public var tracer: CallTracer?
 
     public init() {}
 

@@ -152,6 +152,7 @@ extension ServedModel {
         let total = done - job.call.receivedAt
         statistics.recordRequest(total: total, queue: queued, input: input, infer: infer, output: done - began)
         job.observe(.ok, total)
+        job.trace(.ok, queued: queued, input: input, infer: infer, encodeBegan: began, done: done)
         // Framed here, while `bytes` is not yet shared (no copy).
         if job.prefixReserved { GRPCMessageWriter.fillPrefix(&bytes) }
         answers.append(job, bytes)

@@ -11,6 +11,8 @@ protocol PredictionCall: AnyObject, Sendable {
     var isCancelled: Bool { get }
     /// The client's `x-request-id` (gRPC metadata or HTTP header), for the call log.
     var requestID: String? { get }
+    /// The client's W3C `traceparent` (gRPC metadata or HTTP header), for `CallTracer`.
+    var traceParent: String? { get }
     func fail(_ status: GRPCStatus)
     /// Answers with an encoded message; `framed`: written behind the gRPC frame prefix's
     /// bytes, already filled.
@@ -19,6 +21,7 @@ protocol PredictionCall: AnyObject, Sendable {
 
 extension GRPCServerCall: PredictionCall {
     var requestID: String? { metadata("x-request-id") }
+    var traceParent: String? { metadata("traceparent") }
 
     func respond(_ message: [UInt8], framed: Bool) {
         if framed { respond(framed: message) } else { respond(message) }

@@ -42,12 +42,22 @@ class PredictionJob: @unchecked Sendable {
                                          service: metrics.service, status: code, error: error, nanoseconds: nanoseconds)
     }
 
+    /// Records the call's steps in the trace, when tracing is on (see `CallTracer.record`).
+    func trace(_ code: GRPCStatus.Code, queued: UInt64 = 0, input: UInt64 = 0, infer: UInt64 = 0, encodeBegan: UInt64 = 0,
+               done: UInt64) {
+        guard let metrics, let tracer = metrics.registry.tracer else { return }
+        tracer.record(call: call, model: metrics.model.name, version: metrics.model.version, service: metrics.service, status: code,
+                      queued: queued, input: input, infer: infer, encodeBegan: encodeBegan, done: done)
+    }
+
     /// Answers the call with an error, counted for the model.
     func fail(_ status: GRPCStatus, statistics: ServedModelStatistics) {
         call.fail(status)
-        let total = DispatchTime.now().uptimeNanoseconds - call.receivedAt
+        let now = DispatchTime.now().uptimeNanoseconds
+        let total = now - call.receivedAt
         statistics.recordFailure(total: total)
         observe(status.code, total, error: status.message)
+        trace(status.code, done: now)
     }
 
     /// The status a job gets without running: the client left, or the deadline passed while it

@@ -1,0 +1,140 @@
+"""`cortado serve --trace-file FILE [--trace-sample-rate R]`: per-call traces in Chrome's trace
+event format (what Perfetto and chrome://tracing open).
+
+Calls go in over cortado.v1 (grpcio), the Open Inference Protocol over gRPC (tritonclient.grpc)
+and over REST (tritonclient.http), some with a W3C `traceparent`. After SIGTERM the file must
+be one JSON array (closed by the drain) whose async spans, per call: open and close in pairs,
+nest (the call's span holds queue wait, input decode and checks, compute and output encoding,
+in that order, without overlap), carry the model, service, status and request id, and keep the
+caller's trace id with its span as parent. Sampling: rate 0 traces only calls whose
+traceparent says sampled; a traceparent that says not sampled is not traced at rate 1.
+"""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+import tritonclient.grpc as tgrpc
+import tritonclient.http as thttp
+
+from protos import load_predictor
+
+# As conftest.py's (by value: under a run of several folders, 'conftest' may be another's).
+CORTADO = os.environ.get("CORTADO_BIN") or str(Path(__file__).resolve().parents[2] / ".build" / "debug" / "cortado")
+P = load_predictor()
+pb = P.predictor_pb2
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT = "00f067aa0ba902b7"
+STEPS = ["queue wait", "input decode and checks", "compute", "output encoding"]
+
+
+def features(case, i):
+    return [pb.Feature(name=n, value=pb.FeatureValue(double_value=float(v[i]))) for n, v in case.inputs.items()]
+
+
+def spans(path):
+    """{span id: {"call": (begin event, end event), step name: (begin, end)}} from the file."""
+    events = json.loads(path.read_text())
+    assert isinstance(events, list)
+    out, open_ = {}, {}
+    for e in events:
+        assert e["ph"] in ("b", "e") and e["cat"] in ("gRPC", "REST"), e
+        key = (e["id"], e["name"])
+        if e["ph"] == "b":
+            assert key not in open_, f"span opened twice: {e}"
+            open_[key] = e
+        else:
+            begin = open_.pop(key)
+            assert e["ts"] >= begin["ts"], (begin, e)
+            calls = out.setdefault(e["id"], {})
+            calls["call" if "args" in begin and "trace_id" in begin["args"] else e["name"]] = (begin, e)
+    assert not open_, f"spans never closed: {list(open_)}"
+    return out
+
+
+def check_call(span, model, service, status):
+    begin, end = span["call"]
+    args = begin["args"]
+    assert args["model"] == model and args["service"] == service and args["status"] == status, args
+    assert len(args["trace_id"]) == 32 and len(args["span_id"]) == 16, args
+    if status != "OK":
+        return args
+    t = begin["ts"]
+    for step in STEPS:
+        b, e = span[step]
+        assert b["ts"] >= t - 0.002, (step, b["ts"], t)  # printed to the nanosecond
+        t = e["ts"]
+    assert end["ts"] >= t - 0.002
+    return args
+
+
+def test_every_call_is_traced_with_its_steps_and_context(repo, start_server, tmp_path):
+    trace = tmp_path / "trace.json"
+    server = start_server(repo.path, "--trace-file", trace)
+    case = repo.cases["logreg"]
+    stub = P.predictor_pb2_grpc.PredictorStub(server.channel())
+    stub.Predict(pb.PredictRequest(model="logreg", inputs=features(case, 0)), timeout=10,
+                 metadata=[("traceparent", f"00-{TRACE_ID}-{PARENT}-01"), ("x-request-id", "native-1")])
+    with pytest.raises(grpc.RpcError):
+        stub.Predict(pb.PredictRequest(model="logreg", inputs=[pb.Feature(name="nope", value=pb.FeatureValue(double_value=1))]),
+                     timeout=10)
+    x = np.asarray([[case.inputs[n][1] for n in case.inputs]], dtype=np.float64)
+    g = tgrpc.InferenceServerClient(server.address)
+    inputs = []
+    for j, name in enumerate(case.inputs):
+        t = tgrpc.InferInput(name, [1, 1], "FP64")
+        t.set_data_from_numpy(x[:, j:j + 1])
+        inputs.append(t)
+    g.infer("logreg", inputs)
+    g.close()
+    h = thttp.InferenceServerClient(server.http_address)
+    inputs = []
+    for j, name in enumerate(case.inputs):
+        t = thttp.InferInput(name, [1, 1], "FP64")
+        t.set_data_from_numpy(x[:, j:j + 1], binary_data=False)
+        inputs.append(t)
+    h.infer("logreg", inputs, headers={"traceparent": f"00-{TRACE_ID}-{PARENT}-01", "X-Request-ID": "rest-2"})
+    h.close()
+    assert server.stop() == 0
+
+    found = sorted(spans(trace).values(), key=lambda s: s["call"][0]["ts"])
+    assert len(found) == 4, found
+    native = check_call(found[0], "logreg", "predictor", "OK")
+    assert native["trace_id"] == TRACE_ID and native["parent_id"] == PARENT and native["request_id"] == "native-1"
+    assert native["span_id"] != PARENT
+    bad = check_call(found[1], "logreg", "predictor", "INVALID_ARGUMENT")
+    assert "parent_id" not in bad and bad["trace_id"] != TRACE_ID
+    oip = check_call(found[2], "logreg", "inference", "OK")
+    assert found[2]["call"][0]["cat"] == "gRPC"
+    rest = check_call(found[3], "logreg", "rest", "OK")
+    assert found[3]["call"][0]["cat"] == "REST"
+    assert rest["trace_id"] == TRACE_ID and rest["parent_id"] == PARENT and rest["request_id"] == "rest-2"
+    assert len({a["span_id"] for a in (native, bad, oip, rest)}) == 4
+
+
+def test_sampling_follows_the_rate_and_the_callers_flag(repo, start_server, tmp_path):
+    trace = tmp_path / "trace.json"
+    server = start_server(repo.path, "--trace-file", trace, "--trace-sample-rate", "0")
+    stub = P.predictor_pb2_grpc.PredictorStub(server.channel())
+    request = pb.PredictRequest(model="logreg", inputs=features(repo.cases["logreg"], 0))
+    for _ in range(5):
+        stub.Predict(request, timeout=10)
+    stub.Predict(request, timeout=10, metadata=[("traceparent", f"00-{TRACE_ID}-{PARENT}-00")])
+    stub.Predict(request, timeout=10, metadata=[("traceparent", f"00-{TRACE_ID}-{PARENT}-01")])
+    # Not a valid traceparent (an all-zero trace id): sampled by the rate, i.e. not at all.
+    stub.Predict(request, timeout=10, metadata=[("traceparent", f"00-{'0' * 32}-{PARENT}-01")])
+    assert server.stop() == 0
+    found = list(spans(trace).values())
+    assert len(found) == 1, found
+    assert found[0]["call"][0]["args"]["trace_id"] == TRACE_ID
+
+
+def test_bad_flags_are_refused(repo, tmp_path):
+    for args, words in ((["--trace-file", tmp_path / "t.json", "--trace-sample-rate", "1.5"], "between 0 and 1"),
+                        (["--trace-file", tmp_path / "no-such-folder" / "t.json"], "cannot be written")):
+        run = subprocess.run(CORTADO.split() + ["serve", "--models", str(repo.path), "--port", "0", *map(str, args)],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode != 0 and words in run.stderr, run.stderr
