@@ -15,9 +15,13 @@ public final class MLLayerTimes: @unchecked Sendable {
     public private(set) var entries: [Entry] = []
     private var index: [String: Int] = [:]
 
+    /// Told of every layer as it is added (a trace's layer spans: `MLComputeSpans`).
+    public var onLayer: ((_ name: String, _ type: String, _ nanoseconds: UInt64) -> Void)?
+
     public init() {}
 
     public func add(name: String, type: String, nanoseconds: UInt64) {
+        onLayer?(name, type, nanoseconds)
         let i: Int
         if let found = index[name] { i = found } else {
             i = entries.count

@@ -42,6 +42,8 @@ public struct MLPredictionOptions: @unchecked Sendable {
     public var outputBackings: [String: MLMultiArray] = [:]
     /// When set, kinds that run layers add each layer's time here (`cortado report --layers`).
     public var layerTimes: MLLayerTimes?
+    /// When set, a pipeline records when each of its models ran (a trace's spans).
+    public var computeSpans: MLComputeSpans?
 
     public init() {}
 

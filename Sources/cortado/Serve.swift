@@ -52,7 +52,7 @@ struct Serve: ParsableCommand {
         "maxConnections", "maxConnectionsPerPeer", "headerTimeout", "tlsCert", "tlsKey", "tlsClientCA", \
         "authTokens", "requireModels": ["a", "b"], "maxSessions", "sessionIdleTimeout", \
         "maxConcurrentUpdates", "maxUpdateRows", "maxUpdateMemory", "maxVariants", "variantStore", \
-        "traceFile", "traceSampleRate", \
+        "traceFile", "traceSampleRate", "traceLayers", \
         "models": {"<name>": {"maxConcurrency": N, "maxQueue": N, "maxBatchSize": N, "maxQueueDelayUs": N}}}.
 
         Model control (--model-control, as Triton's --model-control-mode): with none (the \
@@ -264,6 +264,13 @@ struct Serve: ParsableCommand {
         """, valueName: "R"))
     var traceSampleRate: Double?
 
+    @Flag(name: .long, help: """
+        With --trace-file: also a span per layer of a neural network or ML Program under compute (a pipeline's \
+        models get spans always). Costs a clock reading per layer, and a traced network runs a batch on one \
+        thread instead of splitting it.
+        """)
+    var traceLayers = false
+
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical (default info).")
     var logLevel: String = "info"
 
@@ -320,6 +327,7 @@ struct Serve: ParsableCommand {
         var variantStore: String?
         var traceFile: String?
         var traceSampleRate: Double?
+        var traceLayers: Bool?
         var models: [String: Model]?
     }
 
@@ -486,7 +494,7 @@ struct Serve: ParsableCommand {
         guard rate >= 0, rate <= 1 else { throw ValidationError("--trace-sample-rate must be between 0 and 1, got \(rate)") }
         if let path = traceFile ?? file.traceFile {
             do {
-                options.tracer = try CallTracer(path: path, rate: rate)
+                options.tracer = try CallTracer(path: path, rate: rate, layers: traceLayers || (file.traceLayers ?? false))
             } catch {
                 throw ValidationError("--trace-file \(path): cannot be written (\(error.localizedDescription))")
             }

@@ -138,3 +138,70 @@ def test_bad_flags_are_refused(repo, tmp_path):
         run = subprocess.run(CORTADO.split() + ["serve", "--models", str(repo.path), "--port", "0", *map(str, args)],
                              capture_output=True, text=True, timeout=60)
         assert run.returncode != 0 and words in run.stderr, run.stderr
+
+
+def _models(root):
+    """A scikit-learn pipeline (scaler, then linear regression) as a Core ML pipeline, and an MLP."""
+    import contextlib
+    import io
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        import coremltools as ct
+        from coremltools.models import datatypes
+        from coremltools.models.neural_network import NeuralNetworkBuilder
+    from sklearn.linear_model import LinearRegression
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import StandardScaler
+    r = np.random.default_rng(9)
+    x = r.normal(size=(50, 2))
+    pipe = Pipeline([("scale", StandardScaler()), ("lin", LinearRegression())]).fit(x, x @ [1.5, -2.0] + 0.5)
+    spec = ct.converters.sklearn.convert(pipe, ["a", "b"], "y").get_spec()
+    assert spec.WhichOneof("Type") == "pipelineRegressor"
+    (root / "pipe" / "1").mkdir(parents=True)
+    (root / "pipe" / "1" / "model.mlmodel").write_bytes(spec.SerializeToString())
+    b = NeuralNetworkBuilder([("x", datatypes.Array(8))], [("y", datatypes.Array(3))])
+    b.add_inner_product("fc1", r.normal(size=(16, 8)).astype(np.float32), None, 8, 16, False, "x", "h")
+    b.add_activation("relu", "RELU", "h", "hr")
+    b.add_inner_product("fc2", r.normal(size=(3, 16)).astype(np.float32), None, 16, 3, False, "hr", "y")
+    (root / "mlp" / "1").mkdir(parents=True)
+    (root / "mlp" / "1" / "model.mlmodel").write_bytes(b.spec.SerializeToString())
+    return [m.WhichOneof("Type") for m in spec.pipelineRegressor.pipeline.models]
+
+
+def test_pipeline_models_and_network_layers_nest_under_compute(start_server, tmp_path):
+    root = tmp_path / "repo"
+    stage_types = _models(root)
+    trace = tmp_path / "trace.json"
+    server = start_server(root, "--trace-file", trace, "--trace-layers")
+    stub = P.predictor_pb2_grpc.PredictorStub(server.channel())
+    stub.Predict(pb.PredictRequest(model="pipe", inputs=[pb.Feature(name="a", value=pb.FeatureValue(double_value=0.3)),
+                                                         pb.Feature(name="b", value=pb.FeatureValue(double_value=-1.2))]), timeout=10)
+    g = tgrpc.InferenceServerClient(server.address)
+    t = tgrpc.InferInput("x", [1, 8], "FP32")
+    t.set_data_from_numpy(np.ones((1, 8), np.float32))
+    g.infer("mlp", [t])
+    g.close()
+    assert server.stop() == 0
+
+    events = json.loads(trace.read_text())
+    by_call = {}
+    for e in events:
+        by_call.setdefault(e["id"], []).append(e)
+    assert len(by_call) == 2
+    for evs in by_call.values():
+        model = evs[0]["args"]["model"]
+        # Properly nested: a stack of open spans, each end closing the innermost.
+        stack, inside_compute = [], []
+        for e in evs:
+            if e["ph"] == "b":
+                if stack and stack[-1] == "compute":
+                    inside_compute.append(e["name"])
+                stack.append(e["name"])
+            else:
+                assert stack and stack[-1] == e["name"], (stack, e)
+                stack.pop()
+        assert not stack
+        if model == "pipe":
+            # The converter's stages, in order (a feature vectorizer, the scaler, the regression).
+            assert inside_compute == [f"model pipe/stage {i} ({t})" for i, t in enumerate(stage_types)], inside_compute
+        else:
+            assert [n.split(" ")[0] for n in inside_compute] == ["fc1", "fc2"], inside_compute

@@ -1,3 +1,4 @@
+import CortadoCore
 import CortadoGRPC
 import Foundation
 
@@ -20,7 +21,18 @@ import Foundation
 /// answered); the file is a JSON array closed by `close()` at shutdown — a file cut short by a
 /// crash lacks only the closing bracket, which both viewers accept.
 public final class CallTracer: @unchecked Sendable {
+    /// A sampled call's trace context: its trace, the caller's span (from its `traceparent`)
+    /// and its own span.
+    struct Context {
+        let traceID: String
+        let parentID: String?
+        let spanID: String
+    }
+
     public let rate: Double
+    /// Whether each layer of a network or ML Program gets a span under compute
+    /// (`--trace-layers`).
+    public let layers: Bool
     private let lock = NSLock()
     private let handle: FileHandle
     private var buffer: [UInt8] = []
@@ -31,7 +43,8 @@ public final class CallTracer: @unchecked Sendable {
     public private(set) var traced: UInt64 = 0
 
     /// Opens (truncates) `path`. Throws when it cannot be created.
-    public init(path: String, rate: Double) throws {
+    public init(path: String, rate: Double, layers: Bool = false) throws {
+        self.layers = layers
         guard FileManager.default.createFile(atPath: path, contents: nil) else {
             throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: path])
         }
@@ -55,30 +68,37 @@ public final class CallTracer: @unchecked Sendable {
         return (String(parts[1]), String(parts[2]), flags & 1 == 1)
     }
 
-    /// The steps of one answered call, in `DispatchTime` nanoseconds: it was received at
-    /// `received`, waited `queued`, was read in `input`, computed in `infer` (ending when the
-    /// encoding began) and encoded until `done`. Failed calls pass zeros for the steps they
-    /// did not reach.
-    func record(call: any PredictionCall, model: String, version: String, service: String, status: GRPCStatus.Code,
-                queued: UInt64, input: UInt64, infer: UInt64, encodeBegan: UInt64, done: UInt64) {
+    /// Whether to trace this call, and its context if so: a call with a valid `traceparent`
+    /// when its sampled flag is set (keeping its trace id), any other with probability `rate`.
+    func sample(_ call: any PredictionCall) -> Context? {
         let parent = Self.parse(call.traceParent)
         if let parent {
-            guard parent.sampled else { return }
+            guard parent.sampled else { return nil }
         } else if rate < 1 {
-            guard rate > 0, Double.random(in: 0 ..< 1) < rate else { return }
+            guard rate > 0, Double.random(in: 0 ..< 1) < rate else { return nil }
         }
-        let received = call.receivedAt
         let traceID = parent?.traceID ?? Self.hex(UInt64.random(in: 0 ... .max)) + Self.hex(UInt64.random(in: 1 ... .max))
-        var w = JSONWriter(capacity: 1024)
+        let span = lock.withLock { nextSpan &+= 1; return nextSpan }
+        return Context(traceID: traceID, parentID: parent?.parentID, spanID: Self.hex(span))
+    }
+
+    /// The steps of one sampled call, in `DispatchTime` nanoseconds: it was received at
+    /// `received`, waited `queued`, was read in `input`, computed in `infer` (ending when the
+    /// encoding began; `compute` holds the models of a pipeline and the layers it ran, when
+    /// recorded) and encoded until `done`. Failed calls pass zeros for the steps they did not
+    /// reach.
+    func record(_ context: Context, call: any PredictionCall, model: String, version: String, service: String, status: GRPCStatus.Code,
+                queued: UInt64, input: UInt64, infer: UInt64, encodeBegan: UInt64, done: UInt64, compute: [MLComputeSpans.Span] = []) {
+        let received = call.receivedAt
+        var w = JSONWriter(capacity: 1024 + 160 * compute.count)
         lock.lock()
         defer { lock.unlock() }
         guard !closed else { return }
-        nextSpan &+= 1
-        let span = Self.hex(nextSpan)
+        let span = context.spanID
         let track = service == "rest" ? "REST" : "gRPC"
         var args: [(String, String)] = [("model", model), ("version", version), ("service", service), ("status", status.description),
-                                        ("trace_id", traceID), ("span_id", span)]
-        if let parent { args.append(("parent_id", parent.parentID)) }
+                                        ("trace_id", context.traceID), ("span_id", span)]
+        if let parent = context.parentID { args.append(("parent_id", parent)) }
         if let id = call.requestID { args.append(("request_id", id)) }
         func pair(_ name: String, _ from: UInt64, _ to: UInt64, args: [(String, String)]) {
             event(&w, "b", name, track: track, id: span, at: from, args: args)
@@ -92,7 +112,24 @@ public final class CallTracer: @unchecked Sendable {
             pair("input decode and checks", t, t + input, args: [])
             t += input
         }
-        if infer > 0 { pair("compute", encodeBegan - infer, encodeBegan, args: [("model", model)]) }
+        if infer > 0 {
+            event(&w, "b", "compute", track: track, id: span, at: encodeBegan - infer, args: [("model", model)])
+            // A pipeline's models hold the layers that ran inside them: begins and ends in
+            // time order; at one instant ends first, the inner (shorter) span's end before the
+            // outer's, the outer span's begin before the inner's.
+            var marks: [(at: UInt64, begin: Bool, key: Int64, span: MLComputeSpans.Span)] = []
+            for s in compute {
+                let length = Int64(clamping: s.end &- Swift.min(s.start, s.end))
+                marks.append((s.start, true, -length, s))
+                marks.append((Swift.max(s.start, s.end), false, length, s))
+            }
+            marks.sort { ($0.at, $0.begin ? 1 : 0, $0.key) < ($1.at, $1.begin ? 1 : 0, $1.key) }
+            for m in marks {
+                let name = m.span.kind == "model" ? "model \(m.span.name)" : "\(m.span.name) (\(m.span.kind))"
+                event(&w, m.begin ? "b" : "e", name, track: track, id: span, at: m.at, args: [])
+            }
+            event(&w, "e", "compute", track: track, id: span, at: encodeBegan, args: [])
+        }
         if encodeBegan > 0 { pair("output encoding", encodeBegan, done, args: []) }
         event(&w, "e", "\(model) \(service)", track: track, id: span, at: done, args: [])
         buffer.append(contentsOf: w.bytes)

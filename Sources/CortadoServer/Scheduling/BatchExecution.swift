@@ -19,7 +19,7 @@ extension ServedModel {
             // The common case without a batcher: no grouping to do.
             let job = jobs.first!
             if let (rows, queued, input) = prepare(job, clock: &now) {
-                runAlone(job, rows: rows, queued: queued, input: input, began: now, into: &answers)
+                runAlone(job, rows: rows, queued: queued, input: input, began: now, into: &answers, spans: job.computeSpans())
             }
             return answers
         }
@@ -39,11 +39,13 @@ extension ServedModel {
             let group = ready[start..<end]
             start = end
             let all = group.count == 1 ? group.first!.rows : group.flatMap(\.rows)
+            // Traced jobs of the group share the execution's spans.
+            let spans = group.lazy.compactMap { $0.job.computeSpans() }.first
             let began = now
             let results: [MLFeatureProvider]
             let backings: [String: MLMultiArray]?
             do {
-                (results, backings) = try predict(all)
+                (results, backings) = try predict(all, spans: spans)
             } catch {
                 if group.count == 1 {
                     group.first!.job.fail(ServerContext.status(for: error), statistics: statistics)
@@ -63,7 +65,8 @@ extension ServedModel {
             for entry in group {
                 let share = group.count == 1 ? results : Array(results[offset..<offset + entry.rows.count])
                 offset += entry.rows.count
-                answer(entry.job, share, queued: entry.queued, input: entry.input, infer: infer, clock: &now, into: &answers)
+                answer(entry.job, share, queued: entry.queued, input: entry.input, infer: infer, clock: &now, into: &answers,
+                       compute: spans?.spans ?? [])
             }
             // The responses were written from the pooled arrays: they can be reused.
             if let backings { outputPool?.checkIn(backings) }
@@ -93,13 +96,14 @@ extension ServedModel {
     }
 
     private func runAlone(_ job: PredictionJob, rows: [MLFeatureProvider], queued: UInt64, input: UInt64,
-                          began: UInt64 = DispatchTime.now().uptimeNanoseconds, into answers: inout PendingAnswers) {
+                          began: UInt64 = DispatchTime.now().uptimeNanoseconds, into answers: inout PendingAnswers,
+                          spans: MLComputeSpans? = nil) {
         do {
-            let (results, backings) = try predict(rows)
+            let (results, backings) = try predict(rows, spans: spans)
             let infer = DispatchTime.now().uptimeNanoseconds - began
             statistics.recordExecution(rows: rows.count, nanoseconds: infer)
             var clock = began + infer
-            answer(job, results, queued: queued, input: input, infer: infer, clock: &clock, into: &answers)
+            answer(job, results, queued: queued, input: input, infer: infer, clock: &clock, into: &answers, compute: spans?.spans ?? [])
             if let backings { outputPool?.checkIn(backings) }
         } catch {
             job.fail(ServerContext.status(for: error), statistics: statistics)
@@ -108,28 +112,35 @@ extension ServedModel {
 
     /// Runs the rows; a single row writes into pooled output arrays when the model has a
     /// pool, returned with the results so they go back once the answers are written.
-    private func predict(_ rows: [MLFeatureProvider]) throws -> ([MLFeatureProvider], backings: [String: MLMultiArray]?) {
+    /// `spans`: where a traced call's models and layers are recorded (see `MLComputeSpans`).
+    private func predict(_ rows: [MLFeatureProvider], spans: MLComputeSpans? = nil) throws
+        -> ([MLFeatureProvider], backings: [String: MLMultiArray]?) {
         if let dense, let results = try dense.predict(rows, modelName: model.name) { return (results, nil) }
+        var plain = MLPredictionOptions()
+        if let spans {
+            plain.computeSpans = spans
+            if spans.layers { plain.layerTimes = spans.layerTimes() }
+        }
         switch rows.count {
         case 0: return ([], nil)
         case 1:
-            guard let pool = outputPool else { return ([try model.prediction(from: rows[0])], nil) }
+            guard let pool = outputPool else { return ([try model.prediction(from: rows[0], options: plain)], nil) }
             guard let set = pool.checkOut() else {
-                let result = try model.prediction(from: rows[0])
+                let result = try model.prediction(from: rows[0], options: plain)
                 pool.learn(from: result)
                 return ([result], nil)
             }
-            var options = MLPredictionOptions()
+            var options = plain
             options.outputBackings = set
             do {
                 return ([try model.prediction(from: rows[0], options: options)], set)
             } catch {
                 // Not the pool's shapes after all (or a bad input): the answer without backings.
                 pool.checkIn(set)
-                return ([try model.prediction(from: rows[0])], nil)
+                return ([try model.prediction(from: rows[0], options: plain)], nil)
             }
         default:
-            let out = try model.predictions(fromBatch: MLArrayBatchProvider(array: rows))
+            let out = try model.predictions(fromBatch: MLArrayBatchProvider(array: rows), options: plain)
             return ((0..<out.count).map { out.features(at: $0) }, nil)
         }
     }
@@ -137,7 +148,7 @@ extension ServedModel {
     /// Encodes one job's answer, counts it and adds it to `answers` (a failure is answered at
     /// once). `clock`: the time encoding starts, read by the caller; set to the time it ended.
     private func answer(_ job: PredictionJob, _ results: [MLFeatureProvider], queued: UInt64, input: UInt64, infer: UInt64,
-                        clock: inout UInt64, into answers: inout PendingAnswers) {
+                        clock: inout UInt64, into answers: inout PendingAnswers, compute: [MLComputeSpans.Span] = []) {
         let began = clock
         var bytes: [UInt8]
         do {
@@ -152,7 +163,7 @@ extension ServedModel {
         let total = done - job.call.receivedAt
         statistics.recordRequest(total: total, queue: queued, input: input, infer: infer, output: done - began)
         job.observe(.ok, total)
-        job.trace(.ok, queued: queued, input: input, infer: infer, encodeBegan: began, done: done)
+        job.trace(.ok, queued: queued, input: input, infer: infer, encodeBegan: began, done: done, compute: compute)
         // Framed here, while `bytes` is not yet shared (no copy).
         if job.prefixReserved { GRPCMessageWriter.fillPrefix(&bytes) }
         answers.append(job, bytes)

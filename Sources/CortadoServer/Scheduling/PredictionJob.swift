@@ -42,12 +42,30 @@ class PredictionJob: @unchecked Sendable {
                                          service: metrics.service, status: code, error: error, nanoseconds: nanoseconds)
     }
 
+    /// The call's trace context when tracing is on and it is sampled (decided once).
+    private var traceContext: CallTracer.Context?
+    private var traceDecided = false
+
+    private func sampledTrace() -> (CallTracer, CallTracer.Context)? {
+        guard let tracer = metrics?.registry.tracer else { return nil }
+        if !traceDecided {
+            traceDecided = true
+            traceContext = tracer.sample(call)
+        }
+        return traceContext.map { (tracer, $0) }
+    }
+
+    /// Where the model records its parts for this call's trace; nil when it is not traced.
+    func computeSpans() -> MLComputeSpans? {
+        sampledTrace().map { MLComputeSpans(layers: $0.0.layers) }
+    }
+
     /// Records the call's steps in the trace, when tracing is on (see `CallTracer.record`).
     func trace(_ code: GRPCStatus.Code, queued: UInt64 = 0, input: UInt64 = 0, infer: UInt64 = 0, encodeBegan: UInt64 = 0,
-               done: UInt64) {
-        guard let metrics, let tracer = metrics.registry.tracer else { return }
-        tracer.record(call: call, model: metrics.model.name, version: metrics.model.version, service: metrics.service, status: code,
-                      queued: queued, input: input, infer: infer, encodeBegan: encodeBegan, done: done)
+               done: UInt64, compute: [MLComputeSpans.Span] = []) {
+        guard let metrics, let (tracer, context) = sampledTrace() else { return }
+        tracer.record(context, call: call, model: metrics.model.name, version: metrics.model.version, service: metrics.service,
+                      status: code, queued: queued, input: input, infer: infer, encodeBegan: encodeBegan, done: done, compute: compute)
     }
 
     /// Answers the call with an error, counted for the model.

@@ -1,4 +1,5 @@
 import CortadoCore
+import Foundation
 
 /// A compiled pipeline: its stages, each a loaded `MLModel`, and the routing plan.
 ///
@@ -46,9 +47,11 @@ final class MLCompiledPipeline: MLCompiledModel, @unchecked Sendable {
     func prediction(from input: MLFeatureProvider, options: MLPredictionOptions) throws -> MLFeatureProvider {
         let features = MLPipelineFeatures(input: input, slotIndex: plan.slotIndex, slotCount: plan.slotCount)
         let backed = !options.outputBackings.isEmpty
-        let plain = MLPredictionOptions()
+        let plain = Self.observing(options)
         for (stage, model) in zip(plan.stages, models) {
             let stageOptions = backed ? Self.options(options, for: stage) : plain
+            let began = options.computeSpans == nil ? 0 : DispatchTime.now().uptimeNanoseconds
+            defer { options.computeSpans?.add(model.name, kind: "model", start: began, end: DispatchTime.now().uptimeNanoseconds) }
             let out: MLFeatureProvider
             if stage.validatesInputs {
                 out = try model.prediction(from: features, options: stageOptions)
@@ -66,9 +69,17 @@ final class MLCompiledPipeline: MLCompiledModel, @unchecked Sendable {
         return MLDictionaryFeatureProvider(dictionary: result)
     }
 
+    /// Options with no backings that keep what observes the prediction (layer times, spans).
+    static func observing(_ options: MLPredictionOptions) -> MLPredictionOptions {
+        var plain = MLPredictionOptions()
+        plain.layerTimes = options.layerTimes
+        plain.computeSpans = options.computeSpans
+        return plain
+    }
+
     /// The options a stage gets: only the backings of pipeline outputs it finally produces.
     static func options(_ options: MLPredictionOptions, for stage: MLPipelineStagePlan) -> MLPredictionOptions {
-        var o = MLPredictionOptions()
+        var o = observing(options)
         if stage.backedOutputs.isEmpty { return o }
         for (name, backing) in options.outputBackings where stage.backedOutputs.contains(name) {
             o.outputBackings[name] = backing
@@ -127,8 +138,10 @@ final class MLCompiledPipeline: MLCompiledModel, @unchecked Sendable {
             MLPipelineFeatures(input: batch.features(at: $0), slotIndex: plan.slotIndex, slotCount: plan.slotCount)
         }
         let rowBatch = MLArrayBatchProvider(array: rows)
-        let plain = MLPredictionOptions()
+        let plain = Self.observing(options)
         for (stage, model) in zip(plan.stages, models) {
+            let began = options.computeSpans == nil ? 0 : DispatchTime.now().uptimeNanoseconds
+            defer { options.computeSpans?.add(model.name, kind: "model", start: began, end: DispatchTime.now().uptimeNanoseconds) }
             let outs: [MLFeatureProvider]
             if stage.validatesInputs {
                 let b = try model.predictions(fromBatch: rowBatch, options: plain)
