@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""Starts MLServer (`mlserver start DIR`) with one addition: a ModelConfig method.
+"""Starts MLServer (`mlserver start DIR`) with one addition: the model configuration.
 
-perf_analyzer calls `inference.GRPCInferenceService/ModelConfig` before it measures, and
-MLServer 1.7.1 does not implement it, so stock perf_analyzer cannot drive MLServer. This
-launcher registers an extra generic gRPC handler for that one method; it answers from the
-model's metadata (the inputs and outputs in its model-settings.json) with max_batch_size 1024
-so perf_analyzer sends batch-1 tensors shaped [1, ...] as it does to Cortado.
+perf_analyzer asks for the model configuration before it measures (gRPC
+`inference.GRPCInferenceService/ModelConfig`; with `-i http`, `GET /v2/models/{name}/config`),
+and MLServer 1.7.1 implements neither, so stock perf_analyzer cannot drive MLServer. This
+launcher registers an extra generic gRPC handler for that one method and an extra REST route;
+both answer from the model's metadata (the inputs and outputs in its model-settings.json) with
+max_batch_size 1024 so perf_analyzer sends batch-1 tensors shaped [1, ...] as it does to Cortado.
+
+One change to MLServer's REST answers: its outputs carry `"parameters": {"content_type": "np"}`,
+and perf_analyzer's HTTP client (tritonclient's C++ InferResult) reads `binary_data_size` from
+any output that has parameters, failing every call on that missing member. The launcher drops
+the outputs' parameters from REST answers (less work for MLServer, not more).
 
 The ModelConfigResponse is encoded by hand (a few protobuf fields): MLServer's own
 `inference` protos and tritonclient's cannot share one Python process, and only field
@@ -14,6 +20,7 @@ output=6; ModelInput/ModelOutput name=1 data_type=2, dims=4 for inputs and 3 for
 
 Usage: python bench/mlserver_launch.py MODEL_REPOSITORY_DIR   (run with .venv-bench/bin/python)
 """
+import functools
 import json
 import os
 import sys
@@ -67,6 +74,15 @@ def model_config_response(settings):
     return _message(1, config)
 
 
+def model_config_json(settings):
+    """The same configuration as Triton's REST answer writes it (ModelConfig as JSON)."""
+    def tensor(spec):
+        return {"name": spec["name"], "data_type": "TYPE_" + {"BYTES": "STRING"}.get(spec.get("datatype", "FP32"), spec.get("datatype", "FP32")),
+                "dims": list(spec.get("shape", []))[1:]}
+    return {"name": settings["name"], "platform": "mlserver", "max_batch_size": 1024,
+            "input": [tensor(s) for s in settings.get("inputs", [])], "output": [tensor(s) for s in settings.get("outputs", [])]}
+
+
 def _read_name(request):
     """ModelConfigRequest.name (field 1) from the raw request bytes."""
     i = 0
@@ -89,13 +105,14 @@ def _read_name(request):
 
 def main():
     repo = sys.argv[1]
-    configs = {}
+    configs, json_configs = {}, {}
     for name in os.listdir(repo):
         path = os.path.join(repo, name, "model-settings.json")
         if os.path.exists(path):
             with open(path) as fh:
                 settings = json.load(fh)
             configs[settings["name"]] = model_config_response(settings)
+            json_configs[settings["name"]] = json.dumps(model_config_json(settings))
 
     async def model_config(request, context):
         name = _read_name(request)
@@ -116,6 +133,35 @@ def main():
         return server
 
     grpc_server.GRPCServer._create_server = create_server
+
+    from fastapi import Response
+    from mlserver.rest import server as rest_server
+    original_app = rest_server.create_app
+
+    async def rest_model_config(model_name: str, model_version: str = ""):
+        if model_name not in json_configs:
+            return Response(json.dumps({"error": f"no model {model_name}"}), status_code=404, media_type="application/json")
+        return Response(json_configs[model_name], media_type="application/json")
+
+    def create_app(*args, **kwargs):
+        app = original_app(*args, **kwargs)
+        app.add_api_route("/v2/models/{model_name}/config", rest_model_config, methods=["GET"])
+        app.add_api_route("/v2/models/{model_name}/versions/{model_version}/config", rest_model_config, methods=["GET"])
+        return app
+
+    rest_server.create_app = create_app
+
+    from mlserver.rest import endpoints as rest_endpoints
+    original_infer = rest_endpoints.Endpoints.infer
+
+    @functools.wraps(original_infer)  # FastAPI reads the parameters through __wrapped__
+    async def infer(self, *args, **kwargs):
+        response = await original_infer(self, *args, **kwargs)
+        for output in response.outputs:
+            output.parameters = None  # omitted: MLServer's routes exclude None fields
+        return response
+
+    rest_endpoints.Endpoints.infer = infer
     from mlserver.cli.main import main as mlserver_main
     sys.argv = ["mlserver", "start", repo]
     mlserver_main()

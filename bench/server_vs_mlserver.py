@@ -13,7 +13,11 @@ Side by side in one script, on the same machine and the same models:
    model at concurrency 1, 16 and 64, batch 1, random FP64 inputs: throughput and p50/p99
    latency as perf_analyzer reports them (it aborts on the first failed request, so a row
    means zero errors).
-4. cortado-load against perf_analyzer: the same Cortado model (logreg, xgb, and `conv`, a
+4. The REST path: perf_analyzer `-i http` (JSON tensors by default, `--rest-format`) against
+   Cortado's `--http-port` and MLServer's REST port, same models, concurrency 1 and 16, the
+   servers alternating round by round; medians, the ratio, and perf_analyzer's own CPU share
+   (it saturates its core long before Cortado does: quote the figure with it).
+5. cortado-load against perf_analyzer: the same Cortado model (logreg, xgb, and `conv`, a
    small convolutional network whose ~1.5 ms a call makes the server the bottleneck; Open
    Inference Protocol) at concurrency 16, the server pinned to CPU 0 and each client in turn
    to CPU 1 (taskset), so neither client steals the server's core: throughput, p50 and the client's
@@ -21,10 +25,10 @@ Side by side in one script, on the same machine and the same models:
    core's C++ API, one completion-queue thread, the same pre-serialized ModelInfer), answers
    which transport costs the client less CPU per call: gRPC core or cortado-load's own libuv +
    nghttp2 client.
-5. The summary at concurrency 16: perf_analyzer's ratio, and Cortado measured by cortado-load
+6. The summary at concurrency 16: perf_analyzer's ratio (gRPC and REST), and Cortado measured by cortado-load
    (which matches the gRPC-core client where the server is the bottleneck, and does not
    saturate its core where perf_analyzer does) against MLServer's perf_analyzer figure.
-6. h2load: the ceiling is nghttpd serving a 62-byte file at 16 connections × 16 streams; the
+7. h2load: the ceiling is nghttpd serving a 62-byte file at 16 connections × 16 streams; the
    same load replays one recorded ModelInfer request (the lightest gRPC client there is)
    against Cortado, in `--client-rounds` alternating rounds. Reported as medians and as a
    fraction of the ceiling.
@@ -194,6 +198,86 @@ def perf_analyzer(url, model, concurrency, interval_ms, out_dir, prefix=()):
             "p99_us": float(row["p99 latency"])}
 
 
+def perf_analyzer_http(address, model, concurrency, interval_ms, out_dir, tensor_format="json"):
+    """perf_analyzer over the Open Inference Protocol's REST form (`-i http`), batch 1, inputs
+    and outputs as JSON tensors (or Triton's binary tensor extension): its throughput, p50/p99
+    and its own CPU share, or {"error": ...}."""
+    out = os.path.join(out_dir, f"pa-http-{model}-{concurrency}-{address.replace(':', '_')}.csv")
+    cmd = [PERF, "-m", model, "-u", address, "-i", "http", "-b", "1", "--concurrency-range", str(concurrency),
+           "--input-tensor-format", tensor_format, "--output-tensor-format", tensor_format,
+           "--measurement-interval", str(interval_ms), "--max-trials", "8", "--stability-percentage", "25", "--percentile", "99", "-f", out]
+    unstable = False
+    for attempt in range(2):
+        t0 = time.time()
+        proc, cpu = client_cpu(cmd, env=perf_env())
+        wall = time.time() - t0
+        if proc.returncode == 0 or attempt or "stable measurement" not in proc.stdout + proc.stderr:
+            break
+        # Windows 25% apart three times running: other load on the machine. Once more,
+        # accepting any spread; the row says so.
+        cmd[cmd.index("--stability-percentage") + 1] = "100"
+        unstable = True
+    if proc.returncode != 0:
+        return {"error": (proc.stdout + proc.stderr).strip().splitlines()[-3:]}
+    with open(out) as fh:
+        row = next(csv.DictReader(fh))
+    return {"throughput": float(row["Inferences/Second"]), "p50_us": float(row["p50 latency"]),
+            "p99_us": float(row["p99 latency"]), "client_cpu_percent": 100 * cpu / wall, "unstable": unstable}
+
+
+def rest_json_body(work, model, row):
+    """One REST infer request with its input as a JSON tensor (what perf_analyzer's json
+    format and KServe's REST clients send), `row` repeated or cut to the input's width."""
+    name, datatype, dtype, width = INPUTS[model]
+    values = np.resize(np.asarray(row, dtype=dtype), width).tolist()
+    path = os.path.join(work, f"{model}-rest.json")
+    with open(path, "w") as fh:
+        json.dump({"inputs": [{"name": name, "datatype": datatype, "shape": [1, width], "data": values}]}, fh)
+    return path
+
+
+def h2load_rest(address, model, body, connections, seconds):
+    """h2load over HTTP/1.1 (`--h1`, one request in flight a connection) replaying one REST
+    infer request for `seconds`: a client far lighter than perf_analyzer, so the figure is
+    the server's. Succeeds only if every answer was 2xx."""
+    cmd = ["h2load", "--h1", "-c", str(connections), "-D", str(seconds), "--warm-up-time", "1", "-d", body,
+           "-H", "content-type: application/json", f"http://{address}/v2/models/{model}/infer"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120)
+    text = proc.stdout
+    rate = re.search(r"finished in [\d.]+\w*, ([\d.]+) req/s", text)
+    codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text)
+    done = re.search(r"requests: \d+ total, \d+ started, (\d+) done", text)
+    if proc.returncode != 0 or not rate or not codes or not done:
+        return {"error": (text + proc.stderr).strip().splitlines()[-3:]}
+    if int(codes.group(1)) == 0 or int(codes.group(1)) < int(done.group(1)):
+        return {"error": [f"non-2xx answers: {codes.group(0)}"]}
+    return {"rps": float(rate.group(1))}
+
+
+def rest_side_by_side(servers, models, levels, interval_ms, work, rounds, tensor_format):
+    """perf_analyzer `-i http` against each server's REST port, the same model and
+    concurrency, in `rounds` rounds that alternate the servers (so each meets the same
+    background load); medians per server. `servers`: (name, host:port) pairs."""
+    out = []
+    for model in models:
+        for c in levels:
+            runs = {name: [] for name, _ in servers}
+            for _ in range(rounds):
+                for name, address in servers:
+                    runs[name].append(perf_analyzer_http(address, model, c, interval_ms, work, tensor_format))
+            for name, _ in servers:
+                good = [r for r in runs[name] if "error" not in r]
+                row = {"server": name, "model": model, "concurrency": c, "format": tensor_format}
+                if not good:
+                    row.update(runs[name][-1])
+                else:
+                    row.update({key: statistics.median(r[key] for r in good) for key in ("throughput", "p50_us", "p99_us", "client_cpu_percent")})
+                    row["rounds"] = sorted(r["throughput"] for r in good)
+                    row["unstable_rounds"] = sum(r["unstable"] for r in good)
+                out.append(row)
+    return out
+
+
 def client_cpu(cmd, env=None, timeout=300):
     """Runs a client to completion; returns (completed process, its CPU seconds)."""
     import resource
@@ -346,6 +430,11 @@ def main():
     p.add_argument("--no-mlserver", action="store_true")
     p.add_argument("--summary", help="write the results as JSON here")
     p.add_argument("--client-rounds", type=int, default=3, help="alternating rounds of the clients side by side and of the h2load ceiling and replay (medians)")
+    p.add_argument("--rest-concurrency", default="1,16", help="perf_analyzer -i http against both REST ports at these levels")
+    p.add_argument("--rest-rounds", type=int, default=3, help="alternating rounds (Cortado, MLServer) of the REST runs (medians)")
+    p.add_argument("--rest-only", action="store_true", help="only the REST comparison (no gRPC rows, clients or h2load)")
+    p.add_argument("--rest-format", choices=("json", "binary"), default="json",
+                   help="perf_analyzer's --input/--output-tensor-format for the REST runs (json: the form KServe's REST clients send)")
     args = p.parse_args()
     binary = os.path.join(args.bin, "cortado") if os.path.isdir(args.bin) else args.bin
     if not os.access(binary, os.X_OK):
@@ -364,13 +453,14 @@ def main():
     results = {"perf_analyzer": [], "h2load": {}}
     try:
         cortado_repo, mlserver_repo, row = make_models(work)
-        cport = free_port()
+        cport, chttp = free_port(), free_port()
         log = open(os.path.join(work, "cortado.log"), "w")
-        cortado = subprocess.Popen([binary, "serve", "--models", cortado_repo, "--port", str(cport), "--metrics-port=-1",
-                                    "--log-level", "warning"], stdout=log, stderr=subprocess.STDOUT)
+        cortado = subprocess.Popen([binary, "serve", "--models", cortado_repo, "--port", str(cport), "--http-port", str(chttp),
+                                    "--metrics-port=-1", "--log-level", "warning"], stdout=log, stderr=subprocess.STDOUT)
         cortado.log_path = log.name
         procs.append(cortado)
         servers = [("cortado", f"127.0.0.1:{cport}", cortado)]
+        rest_servers = [("cortado", f"127.0.0.1:{chttp}")]
         if not args.no_mlserver:
             mport, hport, metrics = free_port(), free_port(), free_port()
             with open(os.path.join(mlserver_repo, "settings.json"), "w") as fh:
@@ -383,12 +473,14 @@ def main():
             ml.log_path = mlog.name
             procs.append(ml)
             servers.append(("mlserver", f"127.0.0.1:{mport}", ml))
+            rest_servers.append(("mlserver", f"127.0.0.1:{hport}"))
         for name, url, proc in servers:
             wait_ready(url, ["logreg", "xgb"] + (["conv"] if name == "cortado" else []), proc)
 
-        print(f"perf_analyzer, batch 1, {interval} ms windows (throughput in inferences/s, latency in µs)")
-        print(f"{'server':<10} {'model':<7} {'conc':>5} {'infer/s':>10} {'p50 µs':>8} {'p99 µs':>8}")
-        for model in ("logreg", "xgb"):
+        if not args.rest_only:
+            print(f"perf_analyzer, batch 1, {interval} ms windows (throughput in inferences/s, latency in µs)")
+            print(f"{'server':<10} {'model':<7} {'conc':>5} {'infer/s':>10} {'p50 µs':>8} {'p99 µs':>8}")
+        for model in () if args.rest_only else ("logreg", "xgb"):
             for c in levels:
                 for name, url, _ in servers:
                     r = perf_analyzer(url, model, c, interval, work)
@@ -399,6 +491,63 @@ def main():
                     else:
                         print(f"{name:<10} {model:<7} {c:>5} {r['throughput']:>10.0f} {r['p50_us']:>8.0f} {r['p99_us']:>8.0f}")
                     sys.stdout.flush()
+
+        # The REST path: perf_analyzer -i http against both servers' REST ports, the servers
+        # alternating round by round.
+        rest_levels = [16] if args.quick else [int(c) for c in args.rest_concurrency.split(",")]
+        rest_rounds = min(args.rest_rounds, 2) if args.quick else args.rest_rounds
+        print(f"\nREST (Open Inference Protocol over HTTP/1.1): perf_analyzer -i http, batch 1, {args.rest_format} tensors, "
+              f"{interval} ms windows, medians of {rest_rounds} alternating rounds; CPU: {common.cpu_model()}")
+        print(f"{'server':<10} {'model':<7} {'conc':>5} {'infer/s':>10} {'p50 µs':>8} {'p99 µs':>8} {'client CPU':>11}")
+        results["rest"] = rest_side_by_side(rest_servers, ("logreg", "xgb"), rest_levels, interval, work, rest_rounds, args.rest_format)
+        for r in results["rest"]:
+            if "error" in r:
+                print(f"{r['server']:<10} {r['model']:<7} {r['concurrency']:>5}  failed: {' | '.join(r['error'])}")
+            else:
+                print(f"{r['server']:<10} {r['model']:<7} {r['concurrency']:>5} {r['throughput']:>10.0f} {r['p50_us']:>8.0f} {r['p99_us']:>8.0f}"
+                      f" {r['client_cpu_percent']:>10.0f}%" + (f"  ({r['unstable_rounds']} round(s) unstable past 25%)" if r["unstable_rounds"] else ""))
+        for model in ("logreg", "xgb"):
+            for c in rest_levels:
+                pair = {r["server"]: r for r in results["rest"] if r["model"] == model and r["concurrency"] == c and "throughput" in r}
+                if "cortado" in pair and "mlserver" in pair:
+                    ratio = pair["cortado"]["throughput"] / pair["mlserver"]["throughput"]
+                    results.setdefault("rest_ratios", {})[f"{model}@{c}"] = ratio
+                    print(f"  {model:<7} concurrency {c:>2}: Cortado REST / MLServer REST {ratio:.1f}×")
+        # The same servers, ports and JSON requests, driven by h2load over HTTP/1.1: perf_analyzer
+        # saturates its own core first against Cortado, so its figure there is the client's.
+        seconds = 2 if args.quick else 4
+        print(f"h2load --h1, one JSON infer request replayed, {seconds} s after 1 s warm-up, medians of {rest_rounds} alternating rounds (req/s)")
+        results["rest_h2load"] = []
+        for model in ("logreg", "xgb"):
+            body = rest_json_body(work, model, row[0])
+            for c in rest_levels:
+                runs = {name: [] for name, _ in rest_servers}
+                for _ in range(rest_rounds):
+                    for name, address in rest_servers:
+                        runs[name].append(h2load_rest(address, model, body, c, seconds))
+                for name, _ in rest_servers:
+                    good = [r["rps"] for r in runs[name] if "rps" in r]
+                    row_out = {"server": name, "model": model, "concurrency": c}
+                    if good:
+                        row_out.update(rps=statistics.median(good), rounds=sorted(good))
+                        print(f"{name:<10} {model:<7} {c:>5} {row_out['rps']:>10.0f}  (range {min(good):.0f}–{max(good):.0f})")
+                    else:
+                        row_out.update(runs[name][-1])
+                        print(f"{name:<10} {model:<7} {c:>5}  failed: {' | '.join(row_out['error'])}")
+                    results["rest_h2load"].append(row_out)
+        for model in ("logreg", "xgb"):
+            for c in rest_levels:
+                pair = {r["server"]: r for r in results["rest_h2load"] if r["model"] == model and r["concurrency"] == c and "rps" in r}
+                if "cortado" in pair and "mlserver" in pair:
+                    ratio = pair["cortado"]["rps"] / pair["mlserver"]["rps"]
+                    results.setdefault("rest_h2load_ratios", {})[f"{model}@{c}"] = ratio
+                    print(f"  {model:<7} concurrency {c:>2}: Cortado REST / MLServer REST {ratio:.1f}× (h2load)")
+        sys.stdout.flush()
+        if args.rest_only:
+            if args.summary:
+                with open(args.summary, "w") as fh:
+                    json.dump(results, fh, indent=1)
+            return
 
         if os.access(load_bin, os.X_OK):
             results["clients"] = {}
@@ -480,7 +629,7 @@ def main():
             print(f"  Cortado reaches {replay['rps'] / ceiling['rps']:.0%} of the HTTP/2 ceiling "
                   f"(each round: {', '.join(f'{f:.0%}' for f in fractions)})")
 
-        print("\nsummary (concurrency 16)")
+        print(f"\nsummary (concurrency 16), CPU: {common.cpu_model()}")
         for model in ("logreg", "xgb"):
             rows = {r["server"]: r for r in results["perf_analyzer"] if r["model"] == model and r["concurrency"] == 16 and "throughput" in r}
             if "cortado" in rows and "mlserver" in rows:
@@ -504,6 +653,17 @@ def main():
                     print(line)
                 else:
                     print(f"  {model:<7} cortado-load failed: {load['error']}")
+        for model in ("logreg", "xgb"):
+            pair = {r["server"]: r for r in results.get("rest", []) if r["model"] == model and r["concurrency"] == 16 and "throughput" in r}
+            if "cortado" in pair and "mlserver" in pair:
+                ratio = pair["cortado"]["throughput"] / pair["mlserver"]["throughput"]
+                print(f"  {model:<7} REST, perf_analyzer -i http: Cortado {pair['cortado']['throughput']:.0f}/s vs MLServer "
+                      f"{pair['mlserver']['throughput']:.0f}/s: {ratio:.1f}× (goal: 20×); perf_analyzer used "
+                      f"{pair['cortado']['client_cpu_percent']:.0f}% of a core against Cortado")
+            pair = {r["server"]: r for r in results.get("rest_h2load", []) if r["model"] == model and r["concurrency"] == 16 and "rps" in r}
+            if "cortado" in pair and "mlserver" in pair:
+                print(f"  {model:<7} REST, h2load --h1: Cortado {pair['cortado']['rps']:.0f}/s vs MLServer {pair['mlserver']['rps']:.0f}/s: "
+                      f"{pair['cortado']['rps'] / pair['mlserver']['rps']:.1f}× (goal: 20×)")
         if args.summary:
             with open(args.summary, "w") as fh:
                 json.dump(results, fh, indent=1)

@@ -67,6 +67,16 @@ public struct LevelResult: Codable, Sendable {
     public var cpuPercent = 0.0
     /// Why the sweep stopped after this level (a threshold passed), if it did.
     public var stopReason: String? = nil
+    /// Connection events over the level (warm-up included), apart from call outcomes: GOAWAYs
+    /// received, connections reopened after one was lost or went away, failed connection
+    /// attempts (calls wait through these, to their deadline), and calls the server refused
+    /// unprocessed (REFUSED_STREAM, as past a GOAWAY's last stream id) and that were sent again once.
+    public var goaways = 0
+    public var reconnects = 0
+    public var connectFailures = 0
+    public var retriedCalls = 0
+    /// Why the level's latest failed connect failed.
+    public var lastConnectError: String? = nil
 
     public var errorRate: Double { sent == 0 ? 0 : Double(failed) / Double(sent) }
 }
@@ -114,6 +124,7 @@ public final class LoadPhase {
     private var lastMeasuredEnd: UInt64 = 0
     private var cpuAtStart = (user: 0.0, system: 0.0)
     private var bytesAtStart: (UInt64, UInt64) = (0, 0)
+    private var connectionsAtStart = ConnectionStats()
     // progress
     private var lastProgress: (time: UInt64, done: Int) = (0, 0)
 
@@ -136,6 +147,7 @@ public final class LoadPhase {
     public func run() -> LevelResult {
         loop.ensureConnections(connectionCount)
         loop.onComplete = { [unowned self] outcome in self.completed(&outcome) }
+        connectionsAtStart = loop.connectionStats
         timeoutNanos = UInt64(options.timeout * 1e9)
         t0 = monotonicNanos()
         warmupEnd = t0 + UInt64(options.warmup * 1e9)
@@ -350,6 +362,12 @@ public final class LoadPhase {
             r.sendLagMax = Double(lag.max) / 1e6
         }
         for (status, n) in statusCounts { r.errors[GRPCStatusName.name(status)] = n }
+        let events = loop.connectionStats - connectionsAtStart
+        r.goaways = events.goaways
+        r.reconnects = events.reconnects
+        r.connectFailures = events.connectFailures
+        r.retriedCalls = events.retriedCalls
+        if events.connectFailures > 0 { r.lastConnectError = events.lastConnectError }
         r.bytesSent = loop.bytesSent - bytesAtStart.0
         r.bytesReceived = loop.bytesReceived - bytesAtStart.1
         r.cpuUserSeconds = cpu.user - cpuAtStart.user
@@ -372,6 +390,10 @@ public final class LoadPhase {
             line += String(format: "  p50 %.3fms  p99 %.3fms", Double(histogram.valueAtPercentile(50)) / 1e6, Double(histogram.valueAtPercentile(99)) / 1e6)
         }
         if backlogHead < backlog.count { line += "  backlog \(backlog.count - backlogHead)" }
+        let events = loop.connectionStats - connectionsAtStart
+        if events.goaways > 0 { line += "  goaway \(events.goaways)" }
+        if events.connectFailures > 0 { line += "  connect-failed \(events.connectFailures)" }
+        if events.reconnects > 0 { line += "  reconnected \(events.reconnects)" }
         let tty = isatty(2) != 0
         let text = tty ? "\r\u{1b}[K" + line + (final ? "\n" : "") : line + "\n"
         FileHandle.standardError.write(text.data(using: .utf8)!)

@@ -33,6 +33,12 @@ public enum ReportWriter {
             if let (name, message) = r.errorMessages.sorted(by: { $0.key < $1.key }).first, !message.isEmpty { out += " (\(name): \(message))" }
             out += "\n"
         }
+        for r in report.levels where r.goaways + r.reconnects + r.connectFailures + r.retriedCalls > 0 {
+            out += "\(report.mode == "open" ? "rate" : "concurrency") \(formatLevel(r.level)): connections: \(r.goaways) GOAWAY received, "
+                + "\(r.reconnects) reconnected, \(r.connectFailures) failed connects"
+                + (r.lastConnectError.map { " (last: \($0))" } ?? "")
+                + ", \(r.retriedCalls) refused calls sent again\n"
+        }
         if let k = report.knee {
             let r = report.levels[k]
             out += "knee (*): \(report.mode == "open" ? "rate" : "concurrency") \(formatLevel(r.level)), \(String(format: "%.0f", r.throughput)) calls/s at p50 \(ms(r.p50)) ms, p99 \(ms(r.p99)) ms (greatest throughput ÷ mean latency)\n"
@@ -66,7 +72,8 @@ public enum ReportWriter {
     public static func csv(_ report: SweepReport) -> String {
         let columns = ["mode", "level", "connections", "sent", "succeeded", "failed", "error_rate", "elapsed_s", "throughput_per_s",
                        "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms", "send_lag_p99_ms", "bytes_sent", "bytes_received",
-                       "cpu_user_s", "cpu_system_s", "cpu_percent", "errors", "knee", "stop_reason"]
+                       "cpu_user_s", "cpu_system_s", "cpu_percent", "errors", "knee", "stop_reason",
+                       "goaways", "reconnects", "connect_failures", "retried_calls"]
         var out = columns.joined(separator: ",") + "\n"
         for (i, r) in report.levels.enumerated() {
             let errors = r.errors.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ";")
@@ -77,6 +84,7 @@ public enum ReportWriter {
                 String(format: "%.6f", r.max), String(format: "%.6f", r.mean), r.sendLagP99.map { String(format: "%.6f", $0) } ?? "",
                 "\(r.bytesSent)", "\(r.bytesReceived)", String(format: "%.3f", r.cpuUserSeconds), String(format: "%.3f", r.cpuSystemSeconds),
                 String(format: "%.1f", r.cpuPercent), errors, report.knee == i ? "1" : "0", r.stopReason ?? "",
+                "\(r.goaways)", "\(r.reconnects)", "\(r.connectFailures)", "\(r.retriedCalls)",
             ]
             out += fields.map(csvField).joined(separator: ",") + "\n"
         }

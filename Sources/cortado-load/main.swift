@@ -17,6 +17,12 @@ struct CortadoLoadCommand: ParsableCommand {
         with --seed; or --input rows.jsonl (one JSON object of inputs a line, as `cortado predict` reads).
 
         Transport: cortado-load's own HTTP/2 client on libuv + nghttp2, every connection on one thread.
+        After a GOAWAY (a server draining on SIGTERM) new calls go to a new connection, and calls the server
+        refused unprocessed (past the GOAWAY's last stream id, REFUSED_STREAM) are sent again once. A lost
+        connection fails its calls in flight (UNAVAILABLE) and the next call reconnects. While connects fail,
+        calls wait (to their deadline) and connects are retried after 50 ms, doubling to at most 1 s. The
+        summary, --json and --csv count GOAWAYs, reconnects, failed connects and resent calls apart from
+        call failures.
         """
     )
 

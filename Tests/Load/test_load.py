@@ -17,11 +17,15 @@ two orders of magnitude apart, and asserts only a factor of a few.
 import csv
 import json
 import os
+import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -40,20 +44,24 @@ RUN_SECONDS = 120  # bound on any one cortado-load invocation
 # ----------------------------------------------------------------------------- servers
 
 class Server:
-    def __init__(self, models, *args, tmp):
+    def __init__(self, models, *args, tmp, port=0, http_port=0):
         if not os.path.exists(CORTADO):
             pytest.fail(f"{CORTADO} is missing: build it first (swift build)")
         self.log_path = Path(tmp) / f"serve-{time.monotonic_ns()}.log"
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [CORTADO, "serve", "--models", str(models), "--host", "127.0.0.1", "--port", "0", "--http-port", "0", "--metrics-port=-1", *args],
+            [CORTADO, "serve", "--models", str(models), "--host", "127.0.0.1", "--port", str(port), "--http-port", str(http_port),
+             "--metrics-port=-1", *args],
             stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self.port = None
+        self.port = self.http_port = None
         deadline = time.monotonic() + STARTUP_SECONDS
         while time.monotonic() < deadline and self.proc.poll() is None:
-            m = re.search(r"grpc_port=(\d+)", self.log_path.read_text(errors="replace"))
-            if m and "listening" in self.log_path.read_text(errors="replace"):
+            text = self.log_path.read_text(errors="replace")
+            m = re.search(r"grpc_port=(\d+)", text)
+            if m and "listening" in text:
                 self.port = int(m.group(1))
+                h = re.search(r"http_port=(\d+)", text)
+                self.http_port = int(h.group(1)) if h else None
                 break
             time.sleep(0.05)
         if self.port is None:
@@ -112,6 +120,13 @@ def slow(tmp_path_factory):
 
 
 # ----------------------------------------------------------------------------- helpers
+
+def free_port():
+    """A loopback port free at the time of asking (for the REST port, which 0 turns off)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
 
 def run_load(server, *args, tmp_path, quiet=True, expect_rc=0):
     if not os.path.exists(LOAD):
@@ -251,3 +266,84 @@ def test_sweep_stops_at_p99_threshold(slow, tmp_path):
     assert levels[1]["stopReason"].startswith("p99")
     assert report["knee"] == 0
     assert "sweep stopped" in proc.stdout
+
+
+def test_reconnects_after_goaway_to_a_server_restarted_on_the_same_port(tmp_path):
+    """A SIGTERM drains the server (GOAWAY, listener closed); a second server then starts on the
+    same port. cortado-load must move its callers to a new connection, wait out the failed
+    connects with backoff (counted apart from calls), and finish calls on the second server,
+    with local failures bounded by the callers, not by how fast a loop can fail calls."""
+    if not os.path.exists(LOAD):
+        pytest.fail(f"{LOAD} is missing: build it first (swift build --product cortado-load)")
+    callers = 16
+    first = Server(ROOT / "examples" / "repository", tmp=tmp_path)
+    second = None
+    out = tmp_path / "reconnect.json"
+    # The run ends by SIGINT (finish the calls in flight, report), not by its duration; the
+    # long timeout keeps calls waiting for the second server instead of expiring.
+    load = subprocess.Popen([LOAD, "--target", first.target, "--model", "iris", "--input", str(IRIS_ROWS),
+                             "--concurrency", str(callers), "--duration", "100", "--warmup", "0", "--timeout", "60",
+                             "--json", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    lines = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in load.stderr], daemon=True)
+    reader.start()
+    seen = []
+
+    def wait_for(pattern, what):
+        """Reads cortado-load's progress lines (one a second) until one matches."""
+        deadline = time.monotonic() + RUN_SECONDS / 2
+        while time.monotonic() < deadline and load.poll() is None:
+            try:
+                line = lines.get(timeout=1)
+            except queue.Empty:
+                continue
+            seen.append(line)
+            m = re.search(pattern, line)
+            if m:
+                return m
+        pytest.fail(f"cortado-load never showed {what}:\n{''.join(seen[-20:])}")
+
+    def successes(server):
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/v2/models/iris/stats", timeout=10) as r:
+            stats = json.load(r)["model_stats"]
+        return sum(s["inference_stats"]["success"]["count"] for s in stats)
+
+    try:
+        wait_for(r"ok [1-9]", "successful calls on the first server")
+        first.stop()                                  # SIGTERM: GOAWAY, drain, exit
+        assert first.proc.returncode == 0, first.tail()
+        # Nothing listens now: cortado-load's connects fail and back off.
+        wait_for(r"connect-failed [1-9]", "a failed connect after the first server stopped")
+        second = Server(ROOT / "examples" / "repository", tmp=tmp_path, port=first.port, http_port=free_port())
+        assert second.http_port, second.tail()
+        deadline = time.monotonic() + RUN_SECONDS / 2
+        while successes(second) < 100 * callers and time.monotonic() < deadline and load.poll() is None:
+            time.sleep(0.1)
+        served = successes(second)
+        load.send_signal(signal.SIGINT)               # stop offering load, finish, report
+        load.wait(RUN_SECONDS)
+        assert load.returncode == 0, (load.stdout.read(), "".join(seen[-20:]))
+        report = json.loads(out.read_text())
+        stdout = load.stdout.read()
+    finally:
+        if load.poll() is None:
+            load.kill()
+            load.wait(5)
+        first.stop()
+        if second:
+            second.stop()
+
+    (level,) = report["levels"]
+    check_level(level)
+    assert served >= 100 * callers, served        # the second server answered cortado-load
+    assert level["succeeded"] > served, level     # calls succeeded on both servers
+    assert level["goaways"] >= 1, level
+    assert level["connectFailures"] >= 1, level
+    assert level["reconnects"] >= 1, level
+    assert level["lastConnectError"], level
+    # Calls past the GOAWAY's last stream id were resent (or none were on the wire); the calls
+    # that waited for the second server succeeded there. Failures, if any, are a few per
+    # caller, not a failure per loop turn.
+    assert level["failed"] <= 2 * callers, (level["errors"], level["errorMessages"])
+    assert "GOAWAY received" in stdout and "failed connects" in stdout

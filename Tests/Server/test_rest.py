@@ -269,6 +269,17 @@ def test_curl_unknown_model_and_path_are_404(server):
         assert "error" in json.loads(text)
 
 
+def test_curl_percent_encoded_paths(server):
+    """A path segment holding escapes is percent-decoded (%78 is 'x'); a malformed escape is 400.
+    Segments without a '%' are taken as they are."""
+    out = curl("-o", "-", "-w", "\n%{http_code}", f"{server.http_url}/v2/models/%78gb")
+    text, code = out.rsplit("\n", 1)
+    assert code == "200" and json.loads(text)["name"] == "xgb", text
+    out = curl("-o", "-", "-w", "\n%{http_code}", f"{server.http_url}/v2/models/%zzgb")
+    text, code = out.rsplit("\n", 1)
+    assert code == "400" and "percent-encoding" in json.loads(text)["error"], text
+
+
 def test_curl_oversized_body_is_413(server, tmp_path):
     big = tmp_path / "big.json"
     big.write_text(json.dumps({"inputs": [{"name": "f0", "shape": [1, 1], "datatype": "FP64", "data": [0.0] * 400_000}]}))

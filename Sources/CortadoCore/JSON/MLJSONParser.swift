@@ -24,7 +24,12 @@ public struct MLJSONParser {
     }
 
     private mutating func skipSpace() {
-        while at < bytes.count, [0x20, 0x09, 0x0a, 0x0d].contains(bytes[at]) { at += 1 }
+        while at < bytes.count {
+            switch bytes[at] {
+            case 0x20, 0x09, 0x0a, 0x0d: at += 1
+            default: return
+            }
+        }
     }
 
     private mutating func expect(_ literal: String, _ value: Any) throws -> Any {
@@ -113,6 +118,21 @@ public struct MLJSONParser {
 
     private mutating func string() throws -> String {
         at += 1  // opening quote
+        // Most strings (names, datatypes) hold no escape: their bytes are the string's UTF-8,
+        // validated where they lie. Anything else takes the general path below, from the start.
+        let start = at
+        while at < bytes.count {
+            let c = bytes[at]
+            if c == UInt8(ascii: "\"") {
+                let s = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[start..<at]), as: UTF8.self) }
+                at += 1
+                guard let s else { throw error("a string that is not valid UTF-8") }
+                return s
+            }
+            if c == UInt8(ascii: "\\") || c < 0x20 { break }
+            at += 1
+        }
+        at = start
         var out = [UInt8]()
         while at < bytes.count {
             let c = bytes[at]

@@ -1,386 +1,256 @@
 import CLibUV
-import CNGHTTP2
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// One HTTP/2 (h2c, prior knowledge) client connection driven by nghttp2 on the loop
-/// thread. Many unary gRPC calls share it as concurrent streams; calls beyond the server's
-/// MAX_CONCURRENT_STREAMS wait inside nghttp2. A lost connection fails its calls with
-/// UNAVAILABLE and reconnects on the next call (after a short back-off if connecting failed).
+/// What happened to one connection's sockets over a run (summed over a loop's connections).
+public struct ConnectionStats: Codable, Sendable, Equatable {
+    /// GOAWAY frames received: the server stopped taking new streams on a connection.
+    public var goaways = 0
+    /// Connections opened after an earlier one of the same slot was lost or went away.
+    public var reconnects = 0
+    /// Connection attempts that failed: refused, unreachable, or closed before the server's
+    /// HTTP/2 SETTINGS arrived. Not call failures: calls wait through them (to their deadline).
+    public var connectFailures = 0
+    /// Calls refused unprocessed (REFUSED_STREAM: past a GOAWAY's last stream id, or by the
+    /// server's budgets) and sent again, once.
+    public var retriedCalls = 0
+    /// Why the latest failed connect failed.
+    public var lastConnectError: String?
+
+    public init() {}
+
+    public static func + (a: ConnectionStats, b: ConnectionStats) -> ConnectionStats {
+        var sum = a
+        sum.goaways += b.goaways
+        sum.reconnects += b.reconnects
+        sum.connectFailures += b.connectFailures
+        sum.retriedCalls += b.retriedCalls
+        sum.lastConnectError = b.lastConnectError ?? a.lastConnectError
+        return sum
+    }
+
+    public static func - (a: ConnectionStats, b: ConnectionStats) -> ConnectionStats {
+        var diff = a
+        diff.goaways -= b.goaways
+        diff.reconnects -= b.reconnects
+        diff.connectFailures -= b.connectFailures
+        diff.retriedCalls -= b.retriedCalls
+        return diff
+    }
+}
+
+/// One of cortado-load's connections to the server as callers see it: a slot that always
+/// has somewhere to send the next call. Calls go to its current HTTP/2 session
+/// (`ClientSession`). After a GOAWAY that session keeps only its streams up to the GOAWAY's
+/// last stream id, and new calls go to a new session; calls it refused are sent again once.
+/// After a lost connection its open calls fail with UNAVAILABLE (they may have reached the
+/// server), and the next call opens a new one. While connects fail, calls wait here (to their
+/// deadline) and connects are retried with capped exponential backoff: one failed connect
+/// costs a counter and a timer, not a failed call per caller per loop turn.
 public final class ClientConnection {
     unowned let owner: LoadLoop
     let index: Int
 
-    enum State { case idle, connecting, connected, closing }
-    private(set) var state: State = .idle
-    private var tcp: UnsafeMutablePointer<uv_tcp_t>?
-    private var session: OpaquePointer?
-    private let readBuffer = UnsafeMutableRawPointer.allocate(byteCount: 256 * 1024, alignment: 16)
-    private var outgoing: [UInt8] = []
+    private var current: ClientSession?
+    /// Sessions after a GOAWAY, answering their last streams.
+    private var retiring: [ClientSession] = []
+    /// Closed sessions, kept until the next flush: one may still be on the stack below.
+    private var closed: [ClientSession] = []
+    /// Calls waiting out a backoff for the next connect.
+    private var waiting: [ClientCall] = []
     var dirty = false
-    private var lastConnectFailed: UInt64 = 0
 
-    public private(set) var bytesSent: UInt64 = 0
-    public private(set) var bytesReceived: UInt64 = 0
+    public internal(set) var bytesSent: UInt64 = 0
+    public internal(set) var bytesReceived: UInt64 = 0
+    public private(set) var stats = ConnectionStats()
+
+    /// The first retry waits `backoffBase`, each further failure doubles it, up to
+    /// `backoffCap`; each delay is spread ±20% so connections do not retry in step.
+    static let backoffBase: UInt64 = 50_000_000
+    static let backoffCap: UInt64 = 1_000_000_000
+    private var failuresInARow = 0
+    /// No connect starts before this time (monotonic nanoseconds).
+    private var retryAt: UInt64 = 0
+    private var timer: UnsafeMutablePointer<uv_timer_t>?
+    private var timerArmed = false
+    private var everReady = false
+    private var shutDown = false
+
     /// Calls started and not yet delivered.
-    public private(set) var open = 0
-
-    /// Per-call state, indexed by slot; the slot number + 1 is the stream's user data.
-    struct Slot {
-        var inUse = false
-        var delivered = false
-        var token = 0
-        var startNanos: UInt64 = 0
-        var deadline: UInt64 = 0
-        var template: RequestTemplate?
-        var offset = 0
-        var streamID: Int32 = 0
-        var httpStatus = 0
-        var grpcStatus: Int32 = -1
-        var grpcMessage: String?
-        var collect = false
-        var body: [UInt8] = []
-        var session: OpaquePointer?
+    public var open: Int {
+        (current?.open ?? 0) + retiring.reduce(0) { $0 + $1.open } + waiting.count
     }
-    private var slots: [Slot] = []
-    private var free: [Int] = []
 
     init(owner: LoadLoop, index: Int) {
         self.owner = owner
         self.index = index
     }
 
-    deinit {
-        readBuffer.deallocate()
-        if let session { nghttp2_session_del(session) }
-    }
-
     // MARK: calls
 
-    /// Starts one unary call. The outcome arrives through `owner.onComplete`.
-    public func start(_ template: RequestTemplate, token: Int, startNanos: UInt64, deadline: UInt64, collect: Bool = false) {
-        ensureSession()
-        let slotIndex: Int
-        if let i = free.popLast() { slotIndex = i } else { slots.append(Slot()); slotIndex = slots.count - 1 }
-        slots[slotIndex] = Slot(inUse: true, delivered: false, token: token, startNanos: startNanos, deadline: deadline,
-                                template: template, collect: collect, session: session)
-        open += 1
-        var provider = nghttp2_data_provider()
-        provider.read_callback = Self.readBody
-        let id = nghttp2_submit_request(session, nil, template.nva, template.nvaCount, &provider,
-                                        UnsafeMutableRawPointer(bitPattern: slotIndex + 1))
-        if id < 0 {
-            fail(slotIndex, status: GRPCStatusName.internalError, message: "nghttp2_submit_request: \(String(cString: nghttp2_strerror(id)))", deferred: true)
-            release(slotIndex)
-            return
-        }
-        slots[slotIndex].streamID = id
-        owner.markDirty(self)
+    /// Starts one unary call; its outcome arrives through `owner.onComplete`. With
+    /// `waitForReady` false a failed connect fails the call at once (UNAVAILABLE) instead of
+    /// letting it wait for the next attempt.
+    public func start(_ template: RequestTemplate, token: Int, startNanos: UInt64, deadline: UInt64, collect: Bool = false,
+                      waitForReady: Bool = true) {
+        submit(ClientCall(token: token, startNanos: startNanos, deadline: deadline, template: template, collect: collect,
+                          waitForReady: waitForReady))
     }
 
-    private func deliver(_ i: Int, status: Int32, message: String?, deferred: Bool = false) {
-        guard slots[i].inUse, !slots[i].delivered else { return }
-        slots[i].delivered = true
-        open -= 1
-        var outcome = CallOutcome(token: slots[i].token, startNanos: slots[i].startNanos, endNanos: monotonicNanos(),
-                                  status: status, message: message, body: slots[i].collect ? slots[i].body : [])
+    private func submit(_ call: ClientCall) {
+        if let session = usableSession() {
+            session.submit(call)
+        } else if shutDown {
+            deliver(call, status: GRPCStatusName.unavailable, message: "client shutting down", body: [], deferred: true)
+        } else {
+            waiting.append(call)
+            armTimer()
+        }
+    }
+
+    /// The session new calls go to: the current one unless it went away; a new one (connected
+    /// at the next flush) unless a backoff is running.
+    private func usableSession() -> ClientSession? {
+        if let session = current, session.acceptsCalls { return session }
+        if let session = current {
+            current = nil
+            if session.state != .closed { retiring.append(session) }
+        }
+        if shutDown || timerArmed || monotonicNanos() < retryAt { return nil }
+        let session = ClientSession(channel: self)
+        current = session
+        markDirty()
+        return session
+    }
+
+    /// Opens a session ahead of the first call (no-op if one is open or a backoff runs).
+    func ensureSession() {
+        if current == nil && waiting.isEmpty { _ = usableSession() }
+    }
+
+    func deliver(_ call: ClientCall, status: Int32, message: String?, body: [UInt8], deferred: Bool) {
+        var outcome = CallOutcome(token: call.token, startNanos: call.startNanos, endNanos: monotonicNanos(),
+                                  status: status, message: message, body: body)
         if deferred { owner.deferredFailures.append(outcome) } else { owner.onComplete?(&outcome) }
     }
 
-    private func fail(_ i: Int, status: Int32, message: String, deferred: Bool = false) {
-        deliver(i, status: status, message: message, deferred: deferred)
+    /// A call its session refused unprocessed: sent again once, wherever new calls go now.
+    func retry(_ call: ClientCall) {
+        stats.retriedCalls += 1
+        submit(call)
     }
 
-    private func release(_ i: Int) {
-        guard slots[i].inUse else { return }
-        slots[i] = Slot()
-        free.append(i)
-    }
-
-    /// Fails (and resets) calls past their deadline.
+    /// Fails calls past their deadline, the waiting ones too.
     func expire(now: UInt64) {
-        guard open > 0 else { return }
-        for i in slots.indices where slots[i].inUse && !slots[i].delivered && slots[i].deadline <= now {
-            deliver(i, status: GRPCStatusName.deadlineExceeded, message: "client deadline passed")
-            if let session, slots[i].session == session, slots[i].streamID > 0 {
-                nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), slots[i].streamID, UInt32(NGHTTP2_CANCEL.rawValue))
-                owner.markDirty(self)
-            }
-        }
+        current?.expire(now: now)
+        for session in retiring { session.expire(now: now) }
+        guard waiting.contains(where: { $0.deadline <= now }) else { return }
+        let expired = waiting.filter { $0.deadline <= now }
+        waiting.removeAll { $0.deadline <= now }
+        let reason = "no connection to \(owner.authority) before the deadline" + (stats.lastConnectError.map { " (\($0))" } ?? "")
+        for call in expired { deliver(call, status: GRPCStatusName.deadlineExceeded, message: reason, body: [], deferred: false) }
     }
 
-    // MARK: connection
+    func markDirty() { owner.markDirty(self) }
 
-    func ensureSession() {
-        if session == nil { makeSession() }
-        if state == .idle && !backoffPending { connect() }
-    }
-    private var backoffPending = false
-
-    private func makeSession() {
-        var callbacks: OpaquePointer?
-        nghttp2_session_callbacks_new(&callbacks)
-        defer { nghttp2_session_callbacks_del(callbacks) }
-        nghttp2_session_callbacks_set_on_header_callback(callbacks, Self.header)
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, Self.dataChunk)
-        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, Self.streamClosed)
-        var option: OpaquePointer?
-        nghttp2_option_new(&option)
-        defer { nghttp2_option_del(option) }
-        // Calls beyond the server's stream limit wait in nghttp2 (default cap 100 before SETTINGS).
-        nghttp2_option_set_peer_max_concurrent_streams(option, 100)
-        var s: OpaquePointer?
-        nghttp2_session_client_new2(&s, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
-        session = s
-        var settings = [
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 24),
-        ]
-        nghttp2_submit_settings(s, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
-        nghttp2_session_set_local_window_size(s, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, 1 << 28)
-    }
-
-    private final class ConnectRequest {
-        unowned let connection: ClientConnection
-        let tcp: UnsafeMutablePointer<uv_tcp_t>
-        init(_ c: ClientConnection, _ tcp: UnsafeMutablePointer<uv_tcp_t>) { connection = c; self.tcp = tcp }
-    }
-
-    private func connect() {
-        let now = monotonicNanos()
-        if lastConnectFailed != 0, now - lastConnectFailed < 100_000_000 {
-            // Back off: retry from a timer so a dead server is not hammered in a tight loop.
-            backoffPending = true
-            let timer = UnsafeMutablePointer<uv_timer_t>.allocate(capacity: 1)
-            uv_timer_init(owner.loop, timer)
-            timer.pointee.data = Unmanaged.passRetained(self).toOpaque()
-            uv_timer_start(timer, { t in
-                let me = Unmanaged<ClientConnection>.fromOpaque(t!.pointee.data).takeRetainedValue()
-                uv_close(UnsafeMutableRawPointer(t!).assumingMemoryBound(to: uv_handle_t.self)) { h in
-                    UnsafeMutableRawPointer(h!).assumingMemoryBound(to: uv_timer_t.self).deallocate()
-                }
-                me.backoffPending = false
-                me.lastConnectFailed = 0
-                me.ensureSession()
-            }, 100, 0)
-            return
-        }
-        state = .connecting
-        let tcp = UnsafeMutablePointer<uv_tcp_t>.allocate(capacity: 1)
-        uv_tcp_init(owner.loop, tcp)
-        uv_tcp_nodelay(tcp, 1)
-        self.tcp = tcp
-        tcp.pointee.data = Unmanaged.passUnretained(self).toOpaque()
-        let request = UnsafeMutablePointer<uv_connect_t>.allocate(capacity: 1)
-        request.pointee.data = Unmanaged.passRetained(ConnectRequest(self, tcp)).toOpaque()
-        var address = owner.address
-        let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { addr in
-                uv_tcp_connect(request, tcp, addr) { req, status in
-                    let r = Unmanaged<ConnectRequest>.fromOpaque(req!.pointee.data).takeRetainedValue()
-                    req!.deallocate()
-                    r.connection.connected(tcp: r.tcp, status: status)
-                }
-            }
-        }
-        if rc != 0 {
-            Unmanaged<ConnectRequest>.fromOpaque(request.pointee.data).release()
-            request.deallocate()
-            connected(tcp: tcp, status: rc)
-        }
-    }
-
-    private func connected(tcp: UnsafeMutablePointer<uv_tcp_t>, status: Int32) {
-        guard tcp == self.tcp else { return }
-        if status != 0 {
-            lastConnectFailed = monotonicNanos()
-            lost("connect to \(owner.authority): \(String(cString: uv_strerror(status)))")
-            return
-        }
-        lastConnectFailed = 0
-        state = .connected
-        let stream = UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self)
-        uv_read_start(stream, { handle, _, buf in
-            let me = Unmanaged<ClientConnection>.fromOpaque(handle!.pointee.data).takeUnretainedValue()
-            buf!.pointee = uv_buf_init(me.readBuffer.assumingMemoryBound(to: CChar.self), 256 * 1024)
-        }, { stream, nread, _ in
-            let me = Unmanaged<ClientConnection>.fromOpaque(stream!.pointee.data).takeUnretainedValue()
-            me.didRead(nread)
-        })
-        owner.markDirty(self)
-    }
-
-    private func didRead(_ nread: Int) {
-        if nread < 0 {
-            lost(nread == Int(UV_EOF.rawValue) ? "server closed the connection" : "read: \(String(cString: uv_strerror(Int32(nread))))")
-            return
-        }
-        guard nread > 0, let session else { return }
-        bytesReceived += UInt64(nread)
-        let consumed = nghttp2_session_mem_recv(session, readBuffer.assumingMemoryBound(to: UInt8.self), nread)
-        if consumed < 0 {
-            lost("HTTP/2: \(String(cString: nghttp2_strerror(Int32(consumed))))")
-            return
-        }
-        owner.markDirty(self)
-    }
-
-    /// Sends every frame nghttp2 has ready.
+    /// Connects new sessions and sends what every session has ready; closes the sessions
+    /// that went away once their last calls are answered.
     func flush() {
-        guard state == .connected, let session, let tcp else { return }
-        outgoing.removeAll(keepingCapacity: true)
-        while true {
-            var chunk: UnsafePointer<UInt8>?
-            let n = nghttp2_session_mem_send(session, &chunk)
-            if n < 0 { lost("HTTP/2: \(String(cString: nghttp2_strerror(Int32(n))))"); return }
-            if n == 0 { break }
-            outgoing.append(contentsOf: UnsafeBufferPointer(start: chunk, count: n))
-        }
-        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 && outgoing.isEmpty {
-            lost("the server ended the connection (GOAWAY)")
-            return
-        }
-        guard !outgoing.isEmpty else { return }
-        bytesSent += UInt64(outgoing.count)
-        let stream = UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self)
-        var written = 0
-        outgoing.withUnsafeMutableBytes { raw in
-            var buf = uv_buf_init(raw.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(raw.count))
-            let w = uv_try_write(stream, &buf, 1)
-            if w > 0 { written = Int(w) }
-        }
-        if written == outgoing.count { return }
-        let remaining = outgoing.count - written
-        let copy = UnsafeMutableRawPointer.allocate(byteCount: remaining, alignment: 16)
-        outgoing.withUnsafeBytes { copy.copyMemory(from: $0.baseAddress! + written, byteCount: remaining) }
-        let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
-        request.pointee.data = copy
-        var buf = uv_buf_init(copy.assumingMemoryBound(to: CChar.self), UInt32(remaining))
-        let rc = uv_write(request, stream, &buf, 1) { req, _ in
-            req!.pointee.data.deallocate()
-            req!.deallocate()
-        }
-        if rc != 0 {
-            copy.deallocate(); request.deallocate()
-            lost("write: \(String(cString: uv_strerror(rc)))")
+        closed.removeAll()
+        current?.flush()
+        guard !retiring.isEmpty else { return }
+        for session in retiring {
+            if session.open == 0 { sessionEnded(session, reason: "the server ended the connection (GOAWAY)") } else { session.flush() }
         }
     }
 
-    /// The connection is gone: fail its calls, drop the session, close the socket.
-    private func lost(_ reason: String) {
-        close(reason: reason)
+    // MARK: session events
+
+    func sessionReady(_ session: ClientSession) {
+        failuresInARow = 0
+        retryAt = 0
+        if everReady { stats.reconnects += 1 }
+        everReady = true
     }
 
-    func close(reason: String) {
-        // Detach first: failures are delivered later (from the loop's prepare step), so a
-        // caller that starts its next call at once lands in a fresh session.
-        let now = monotonicNanos()
-        for i in slots.indices where slots[i].inUse && !slots[i].delivered {
-            owner.deferredFailures.append(CallOutcome(token: slots[i].token, startNanos: slots[i].startNanos, endNanos: now,
-                                                      status: GRPCStatusName.unavailable, message: reason, body: []))
+    func sessionGoingAway(_ session: ClientSession) {
+        stats.goaways += 1
+        if current === session {
+            current = nil
+            retiring.append(session)
         }
-        slots.removeAll(keepingCapacity: true)
-        free.removeAll(keepingCapacity: true)
-        open = 0
-        if let session { self.session = nil; nghttp2_session_del(session) }
-        if let tcp {
-            self.tcp = nil
-            uv_close(UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_handle_t.self)) { h in
-                UnsafeMutableRawPointer(h!).assumingMemoryBound(to: uv_tcp_t.self).deallocate()
-            }
-        }
-        state = .idle
     }
 
-    // MARK: nghttp2 callbacks
-
-    @inline(__always) private static func me(_ userData: UnsafeMutableRawPointer?) -> ClientConnection {
-        Unmanaged<ClientConnection>.fromOpaque(userData!).takeUnretainedValue()
-    }
-
-    @inline(__always) private static func slotIndex(_ session: OpaquePointer?, _ streamID: Int32) -> Int? {
-        guard let p = nghttp2_session_get_stream_user_data(session, streamID) else { return nil }
-        return Int(bitPattern: p) - 1
-    }
-
-    private static let header: nghttp2_on_header_callback = { session, frame, name, nameLength, value, valueLength, _, userData in
-        guard let frame, let name, let value, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
-              let i = slotIndex(session, frame.pointee.hd.stream_id) else { return 0 }
-        let c = me(userData)
-        guard c.slots[i].inUse else { return 0 }
-        if nameLength == 7, memcmp(name, ":status", 7) == 0 {
-            var v = 0
-            for k in 0..<valueLength { v = v * 10 + Int(value[k]) - 48 }
-            c.slots[i].httpStatus = v
-        } else if nameLength == 11, memcmp(name, "grpc-status", 11) == 0 {
-            var v: Int32 = 0
-            for k in 0..<valueLength { v = v * 10 + Int32(value[k]) - 48 }
-            c.slots[i].grpcStatus = v
-        } else if nameLength == 12, memcmp(name, "grpc-message", 12) == 0 {
-            c.slots[i].grpcMessage = GRPCStatusName.percentDecode(
-                String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self))
-        }
-        return 0
-    }
-
-    private static let dataChunk: nghttp2_on_data_chunk_recv_callback = { session, _, streamID, data, length, userData in
-        guard let data, let i = slotIndex(session, streamID) else { return 0 }
-        let c = me(userData)
-        if c.slots[i].collect { c.slots[i].body.append(contentsOf: UnsafeBufferPointer(start: data, count: length)) }
-        return 0
-    }
-
-    private static let streamClosed: nghttp2_on_stream_close_callback = { session, streamID, errorCode, userData in
-        guard let i = slotIndex(session, streamID) else { return 0 }
-        let c = me(userData)
-        guard c.slots[i].inUse else { return 0 }
-        let slot = c.slots[i]
-        var status: Int32
-        var message = slot.grpcMessage
-        if slot.grpcStatus >= 0 {
-            status = slot.grpcStatus
-        } else if errorCode != 0 {
-            // gRPC's mapping of RST_STREAM codes.
-            switch errorCode {
-            case NGHTTP2_REFUSED_STREAM.rawValue: status = GRPCStatusName.unavailable
-            case NGHTTP2_CANCEL.rawValue: status = GRPCStatusName.cancelled
-            case NGHTTP2_ENHANCE_YOUR_CALM.rawValue: status = GRPCStatusName.resourceExhausted
-            default: status = GRPCStatusName.internalError
-            }
-            message = message ?? "stream reset: \(String(cString: nghttp2_http2_strerror(errorCode)))"
-        } else if slot.httpStatus != 200 {
-            // gRPC's mapping of HTTP statuses without grpc-status.
-            switch slot.httpStatus {
-            case 400: status = GRPCStatusName.internalError
-            case 401: status = GRPCStatusName.unauthenticated
-            case 403: status = GRPCStatusName.permissionDenied
-            case 404: status = GRPCStatusName.unimplemented
-            case 429, 502, 503, 504: status = GRPCStatusName.unavailable
-            default: status = GRPCStatusName.unknown
-            }
-            message = message ?? "HTTP status \(slot.httpStatus)"
+    /// A session's connection is gone. Before the server's SETTINGS that is a failed connect:
+    /// its calls were never read, so they wait for the next attempt (after a backoff). After,
+    /// its open calls fail: they may have reached the server.
+    func sessionEnded(_ session: ClientSession, reason: String) {
+        guard session.state != .closed else { return }
+        if !session.ready {
+            stats.connectFailures += 1
+            stats.lastConnectError = reason
+            failuresInARow += 1
+            retryAt = monotonicNanos() + Self.backoff(afterFailures: failuresInARow)
+            waiting += session.takeUnsentCalls(failing: reason)
         } else {
-            status = GRPCStatusName.internalError
-            message = message ?? "response ended without grpc-status"
+            session.failOpenCalls(reason)
         }
-        c.deliver(i, status: status, message: message)
-        c.release(i)
-        return 0
+        session.close()
+        closed.append(session)
+        if current === session { current = nil } else { retiring.removeAll { $0 === session } }
+        if !waiting.isEmpty { armTimer() }
     }
 
-    private static let readBody: nghttp2_data_source_read_callback = { session, streamID, buffer, length, flags, _, userData in
-        guard let buffer, let flags, let i = slotIndex(session, streamID) else {
-            return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+    static func backoff(afterFailures n: Int) -> UInt64 {
+        let doubled = backoffBase << UInt64(min(max(n - 1, 0), 20))
+        return UInt64(Double(min(doubled, backoffCap)) * Double.random(in: 0.8...1.2))
+    }
+
+    private func armTimer() {
+        guard !timerArmed, !shutDown else { return }
+        if timer == nil {
+            let t = UnsafeMutablePointer<uv_timer_t>.allocate(capacity: 1)
+            uv_timer_init(owner.loop, t)
+            t.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+            timer = t
         }
-        let c = me(userData)
-        guard let template = c.slots[i].template else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-        let offset = c.slots[i].offset
-        let n = min(length, template.body.count - offset)
-        if n > 0 { buffer.update(from: template.body.baseAddress!.assumingMemoryBound(to: UInt8.self) + offset, count: n) }
-        c.slots[i].offset = offset + n
-        if offset + n == template.body.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
-        return n
+        timerArmed = true
+        let now = monotonicNanos()
+        let ms = retryAt > now ? (retryAt - now + 999_999) / 1_000_000 : 0
+        uv_timer_start(timer, { t in
+            Unmanaged<ClientConnection>.fromOpaque(t!.pointee.data).takeUnretainedValue().backoffEnded()
+        }, ms, 0)
+    }
+
+    private func backoffEnded() {
+        timerArmed = false
+        let calls = waiting
+        waiting.removeAll()
+        for call in calls { submit(call) }
+    }
+
+    /// Fails every call (UNAVAILABLE, delivered from the loop's prepare step), closes every
+    /// session and stops reconnecting.
+    func close(reason: String) {
+        shutDown = true
+        for session in [current].compactMap({ $0 }) + retiring {
+            session.failOpenCalls(reason)
+            session.close()
+            closed.append(session)
+        }
+        current = nil
+        retiring.removeAll()
+        for call in waiting { deliver(call, status: GRPCStatusName.unavailable, message: reason, body: [], deferred: true) }
+        waiting.removeAll()
+        if let timer {
+            self.timer = nil
+            timerArmed = false
+            uv_timer_stop(timer)
+            uv_close(UnsafeMutableRawPointer(timer).assumingMemoryBound(to: uv_handle_t.self)) { h in
+                UnsafeMutableRawPointer(h!).assumingMemoryBound(to: uv_timer_t.self).deallocate()
+            }
+        }
     }
 }

@@ -122,6 +122,8 @@ public final class LoadLoop {
     /// Calls that failed before reaching the wire; delivered from the prepare callback so a
     /// closed-loop caller never recurses.
     var deferredFailures: [CallOutcome] = []
+    /// Where every connection's socket reads land (consumed before the next read).
+    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
 
     public init(host: String, port: Int) throws {
         signal(SIGPIPE, SIG_IGN)
@@ -177,6 +179,8 @@ public final class LoadLoop {
     public var inFlight: Int { connections.reduce(0) { $0 + $1.open } }
     public var bytesSent: UInt64 { connections.reduce(0) { $0 + $1.bytesSent } }
     public var bytesReceived: UInt64 { connections.reduce(0) { $0 + $1.bytesReceived } }
+    /// GOAWAYs, reconnects, failed connects and retried calls, over every connection.
+    public var connectionStats: ConnectionStats { connections.reduce(ConnectionStats()) { $0 + $1.stats } }
 
     func markDirty(_ c: ClientConnection) {
         if !c.dirty { c.dirty = true; dirty.append(c) }
@@ -231,7 +235,9 @@ public final class LoadLoop {
         onComplete = { outcome in if outcome.token == -42 { result = outcome } }
         defer { onComplete = previous }
         let now = monotonicNanos()
-        connections[0].start(template, token: -42, startNanos: now, deadline: now + UInt64(timeout * 1e9), collect: true)
+        // Fails fast: a wrong address is an error now, not a wait for the deadline.
+        connections[0].start(template, token: -42, startNanos: now, deadline: now + UInt64(timeout * 1e9), collect: true,
+                             waitForReady: false)
         let timer = UnsafeMutablePointer<uv_timer_t>.allocate(capacity: 1)
         uv_timer_init(loop, timer)
         timer.pointee.data = Unmanaged.passUnretained(self).toOpaque()

@@ -50,6 +50,12 @@ public final class RESTService: @unchecked Sendable {
         }
         var parts: [String] = []
         for segment in request.path.split(separator: "/") {
+            // Foundation's decoding goes through NSString, a cost on the loop thread for
+            // every call: only segments holding a '%' need it.
+            guard segment.utf8.contains(UInt8(ascii: "%")) else {
+                parts.append(String(segment))
+                continue
+            }
             guard let decoded = segment.removingPercentEncoding else { throw GRPCStatus(.invalidArgument, "malformed percent-encoding in \(request.path)") }
             parts.append(decoded)
         }

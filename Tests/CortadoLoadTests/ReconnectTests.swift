@@ -1,0 +1,91 @@
+@testable import CortadoLoad
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The client's behaviour when nothing listens: connects back off instead of spinning, are
+/// counted apart from calls, and calls either fail at once (the metadata call before a run)
+/// or wait to their deadline (load calls). The behaviour against a draining and restarted
+/// server is tested end to end in Tests/Load/test_load.py.
+final class ReconnectTests: XCTestCase {
+    /// A loopback port nothing listens on: bound by the kernel's choice, then closed.
+    private func closedPort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try withUnsafeMutablePointer(to: &address) { pointer in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                guard bind(fd, raw, length) == 0, getsockname(fd, raw, &length) == 0 else { throw LoadError("bind failed") }
+            }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    private func template(_ loop: LoadLoop) -> RequestTemplate {
+        RequestTemplate(path: "/cortado.v1.Predictor/Predict", authority: loop.authority, message: [], timeout: nil)
+    }
+
+    func testBackoffDoublesFromItsBaseUpToItsCap() {
+        for n in 1...12 {
+            let expected = min(ClientConnection.backoffBase << UInt64(n - 1), ClientConnection.backoffCap)
+            for _ in 0..<20 {
+                let delay = ClientConnection.backoff(afterFailures: n)
+                XCTAssertGreaterThanOrEqual(Double(delay), 0.8 * Double(expected) - 1, "after \(n) failures")
+                XCTAssertLessThanOrEqual(Double(delay), 1.2 * Double(expected) + 1, "after \(n) failures")
+            }
+        }
+        XCTAssertLessThanOrEqual(ClientConnection.backoff(afterFailures: 10_000), UInt64(1.2 * Double(ClientConnection.backoffCap)) + 1)
+    }
+
+    /// The call made before a run (metadata) fails at once with the connect error: a wrong
+    /// address is reported, not waited for.
+    func testFailFastCallFailsWithTheConnectError() throws {
+        let loop = try LoadLoop(host: "127.0.0.1", port: try closedPort())
+        let outcome = loop.unary(template(loop), timeout: 30)
+        XCTAssertEqual(outcome.status, GRPCStatusName.unavailable)
+        XCTAssertTrue(outcome.message?.contains("connect to") == true, outcome.message ?? "")
+        XCTAssertEqual(loop.connectionStats.connectFailures, 1)
+        XCTAssertEqual(loop.connectionStats.reconnects, 0)
+        loop.shutdown()
+    }
+
+    /// Load calls wait through failed connects until their deadline, each counted once, and
+    /// the connects in between are spaced by the backoff: a few in 300 ms, not thousands.
+    func testWaitingCallsExpireAfterBackedOffConnects() throws {
+        let loop = try LoadLoop(host: "127.0.0.1", port: try closedPort())
+        loop.ensureConnections(1)
+        let callers = 8
+        var outcomes: [CallOutcome] = []
+        loop.onComplete = { outcomes.append($0) }
+        let now = monotonicNanos()
+        let request = template(loop)
+        for token in 0..<callers {
+            loop.connections[0].start(request, token: token, startNanos: now, deadline: now + 300_000_000)
+        }
+        // The loop's timers (the backoff) run on each turn; deadlines are checked between turns.
+        while outcomes.count < callers {
+            loop.runOnce(nowait: true)
+            loop.expire(now: monotonicNanos())
+            usleep(1000)
+        }
+        XCTAssertEqual(outcomes.count, callers)
+        XCTAssertEqual(Set(outcomes.map(\.token)), Set(0..<callers))
+        for outcome in outcomes {
+            XCTAssertEqual(outcome.status, GRPCStatusName.deadlineExceeded)
+            XCTAssertTrue(outcome.message?.contains("no connection") == true, outcome.message ?? "")
+        }
+        let stats = loop.connectionStats
+        XCTAssertGreaterThanOrEqual(stats.connectFailures, 1)
+        // The shortest spacing is 0.8 × 50 ms, so 300 ms hold at most 8 attempts after the first.
+        XCTAssertLessThanOrEqual(stats.connectFailures, 9)
+        XCTAssertNotNil(stats.lastConnectError)
+        loop.shutdown()
+    }
+}
