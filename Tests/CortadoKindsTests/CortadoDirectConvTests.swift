@@ -6,7 +6,8 @@ import XCTest
 /// block and one channel, an odd number of blocks), output widths 1 to 20 (every tile width,
 /// rows cut into two tiles), strides 1 and 2, dilation, same and valid padding, 3×3 and 1×1
 /// kernels, input channels over several chunks, images cut into several bands, units run in
-/// two calls, the epilogue (scale, shift, leaky ReLU) and the folded 2×2 max pooling.
+/// two calls, the epilogue (scale, shift, leaky ReLU), a residual added before the activation
+/// (a folded residual add) and the folded 2×2 max pooling.
 ///
 /// Tolerance: a float32 sum of K products is within K·u·Σ|products| of the exact one
 /// (u = 2⁻²⁴) in any order; the test allows 4·(K + 1)·u·Σ|products|, times |scale|, plus
@@ -19,6 +20,8 @@ final class CortadoDirectConvTests: XCTestCase {
         var same = true
         var pool = false
         var epilogue = false
+        /// A residual tensor added after scale and shift (with `epilogue`, without `pool`).
+        var residual = false
     }
 
     private let u = Double(Float.ulpOfOne) / 2
@@ -63,17 +66,22 @@ final class CortadoDirectConvTests: XCTestCase {
         let pool: Int32 = t.pool ? 1 : 0
         let (ph, pw) = (outH / 2, outW / 2)
         let outCount = t.pool ? t.m * ph * pw : t.m * outH * outW
+        // Drawn after the other values, so that the cases without one keep theirs.
+        let residual = t.residual ? values.array(outCount) : []
         var y = [Float](repeating: 42, count: outCount + 16)
         var work = [Float](repeating: .nan, count: Int(cg_direct_workspace_count(&g, pool)))
         let units = cg_direct_units(&g, t.m, pool)
         let half = units / 2
-        scale.withUnsafeBufferPointer { s in
-            shift.withUnsafeBufferPointer { b in
-                var e = cg_epilogue(scale: s.baseAddress, shift: b.baseAddress, per_column: 0, activation: CG_ACT_LEAKY_RELU, alpha: alpha, residual: nil)
-                withUnsafePointer(to: &e) { ep in
-                    // Two calls (as two workers would split the units).
-                    for (u0, u1) in [(0, half), (half, units)] where u0 < u1 {
-                        cg_direct_conv(&g, padded, packed, t.m, u0, u1, &y, t.epilogue ? ep : nil, pool, &work)
+        residual.withUnsafeBufferPointer { r in
+            scale.withUnsafeBufferPointer { s in
+                shift.withUnsafeBufferPointer { b in
+                    var e = cg_epilogue(scale: s.baseAddress, shift: b.baseAddress, per_column: 0, activation: CG_ACT_LEAKY_RELU, alpha: alpha,
+                                        residual: t.residual ? r.baseAddress : nil)
+                    withUnsafePointer(to: &e) { ep in
+                        // Two calls (as two workers would split the units).
+                        for (u0, u1) in [(0, half), (half, units)] where u0 < u1 {
+                            cg_direct_conv(&g, padded, packed, t.m, u0, u1, &y, t.epilogue ? ep : nil, pool, &work)
+                        }
                     }
                 }
             }
@@ -98,9 +106,10 @@ final class CortadoDirectConvTests: XCTestCase {
             }
             var bound = 4 * Double(kk + 1) * u * magnitude
             if t.epilogue {
-                let s = Double(scale[o]), v = exact * s + Double(shift[o])
+                let s = Double(scale[o]), r = t.residual ? Double(residual[(o * outH + oh) * outW + ow]) : 0
+                let v = exact * s + Double(shift[o]) + r
                 exact = v < 0 ? v * Double(alpha) : v
-                bound = bound * abs(s) + 4 * u * (abs(exact) + abs(Double(shift[o])))
+                bound = bound * abs(s) + 4 * u * (abs(exact) + abs(Double(shift[o])) + abs(r))
             }
             return (exact, bound + 1e-30)
         }
@@ -172,5 +181,13 @@ final class CortadoDirectConvTests: XCTestCase {
         run(Case(cin: 140, h: 13, w: 13, m: 50, pool: true), seed: 204)
         run(Case(cin: 4, h: 27, w: 31, m: 16, same: false, pool: true, epilogue: true), seed: 205)
         run(Case(cin: 3, h: 3, w: 2, m: 5, pool: true, epilogue: true), seed: 206)
+    }
+
+    func testResidualAddedBeforeTheActivation() { onEachPath(runResidualAddedBeforeTheActivation) }
+    private func runResidualAddedBeforeTheActivation() {
+        // One block and a part, several bands, a 1×1 and a 3×3 kernel, stride 2.
+        run(Case(cin: 24, h: 40, w: 33, m: 24, k: 1, same: false, epilogue: true, residual: true), seed: 301)
+        run(Case(cin: 9, h: 50, w: 20, m: 40, epilogue: true, residual: true), seed: 302)
+        run(Case(cin: 7, h: 11, w: 19, m: 33, sh: 2, sw: 2, epilogue: true, residual: true), seed: 303)
     }
 }
