@@ -57,7 +57,8 @@ final class ReconnectTests: XCTestCase {
     }
 
     /// Load calls wait through failed connects until their deadline, each counted once, and
-    /// the connects in between are spaced by the backoff: a few in 300 ms, not thousands.
+    /// the connects in between are spaced by the backoff: a handful before the deadline, not
+    /// thousands.
     func testWaitingCallsExpireAfterBackedOffConnects() throws {
         let loop = try LoadLoop(host: "127.0.0.1", port: try closedPort())
         loop.ensureConnections(1)
@@ -66,8 +67,9 @@ final class ReconnectTests: XCTestCase {
         loop.onComplete = { outcomes.append($0) }
         let now = monotonicNanos()
         let request = template(loop)
+        let wait: UInt64 = 6 * ClientConnection.backoffBase
         for token in 0..<callers {
-            loop.connections[0].start(request, token: token, startNanos: now, deadline: now + 300_000_000)
+            loop.connections[0].start(request, token: token, startNanos: now, deadline: now + wait)
         }
         // The loop's timers (the backoff) run on each turn; deadlines are checked between turns.
         while outcomes.count < callers {
@@ -83,8 +85,10 @@ final class ReconnectTests: XCTestCase {
         }
         let stats = loop.connectionStats
         XCTAssertGreaterThanOrEqual(stats.connectFailures, 1)
-        // The shortest spacing is 0.8 × 50 ms, so 300 ms hold at most 8 attempts after the first.
-        XCTAssertLessThanOrEqual(stats.connectFailures, 9)
+        // Retries are spaced by at least 0.8 × the base delay (the spread's low end), so the
+        // wait holds at most wait / (0.8 × base), rounded up, attempts after the first.
+        let spacing = Double(ClientConnection.backoffBase) * 0.8
+        XCTAssertLessThanOrEqual(stats.connectFailures, 1 + Int((Double(wait) / spacing).rounded(.up)))
         XCTAssertNotNil(stats.lastConnectError)
         loop.shutdown()
     }
