@@ -421,6 +421,18 @@ def stop(proc):
             proc.kill()
 
 
+def rest_ratios(results, key, measure, levels, label):
+    """Cortado ÷ MLServer on each model and concurrency of results[key] (rows whose `measure` was
+    measured on both servers), printed and kept in results[key + "_ratios"]."""
+    for model in ("logreg", "xgb"):
+        for c in levels:
+            pair = {r["server"]: r for r in results[key] if r["model"] == model and r["concurrency"] == c and measure in r}
+            if "cortado" in pair and "mlserver" in pair:
+                ratio = pair["cortado"][measure] / pair["mlserver"][measure]
+                results.setdefault(key + "_ratios", {})[f"{model}@{c}"] = ratio
+                print(f"  {model:<7} concurrency {c:>2}: Cortado REST / MLServer REST {ratio:.1f}×{label}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", default=os.path.join(ROOT, ".build", "release"), help="build folder holding `cortado`, or the executable")
@@ -506,13 +518,7 @@ def main():
             else:
                 print(f"{r['server']:<10} {r['model']:<7} {r['concurrency']:>5} {r['throughput']:>10.0f} {r['p50_us']:>8.0f} {r['p99_us']:>8.0f}"
                       f" {r['client_cpu_percent']:>10.0f}%" + (f"  ({r['unstable_rounds']} round(s) unstable past 25%)" if r["unstable_rounds"] else ""))
-        for model in ("logreg", "xgb"):
-            for c in rest_levels:
-                pair = {r["server"]: r for r in results["rest"] if r["model"] == model and r["concurrency"] == c and "throughput" in r}
-                if "cortado" in pair and "mlserver" in pair:
-                    ratio = pair["cortado"]["throughput"] / pair["mlserver"]["throughput"]
-                    results.setdefault("rest_ratios", {})[f"{model}@{c}"] = ratio
-                    print(f"  {model:<7} concurrency {c:>2}: Cortado REST / MLServer REST {ratio:.1f}×")
+        rest_ratios(results, "rest", "throughput", rest_levels, "")
         # The same servers, ports and JSON requests, driven by h2load over HTTP/1.1: perf_analyzer
         # saturates its own core first against Cortado, so its figure there is the client's.
         seconds = 2 if args.quick else 4
@@ -535,13 +541,7 @@ def main():
                         row_out.update(runs[name][-1])
                         print(f"{name:<10} {model:<7} {c:>5}  failed: {' | '.join(row_out['error'])}")
                     results["rest_h2load"].append(row_out)
-        for model in ("logreg", "xgb"):
-            for c in rest_levels:
-                pair = {r["server"]: r for r in results["rest_h2load"] if r["model"] == model and r["concurrency"] == c and "rps" in r}
-                if "cortado" in pair and "mlserver" in pair:
-                    ratio = pair["cortado"]["rps"] / pair["mlserver"]["rps"]
-                    results.setdefault("rest_h2load_ratios", {})[f"{model}@{c}"] = ratio
-                    print(f"  {model:<7} concurrency {c:>2}: Cortado REST / MLServer REST {ratio:.1f}× (h2load)")
+        rest_ratios(results, "rest_h2load", "rps", rest_levels, " (h2load)")
         sys.stdout.flush()
         if args.rest_only:
             if args.summary:

@@ -11,6 +11,7 @@ unless the HTML comment just before its fence says otherwise:
 A skipped block is still checked: the flags its `cortado` and `cortado-load` commands pass
 exist, the `make` targets it names exist, and the repository paths it names exist.
 """
+import os
 import re
 import shlex
 import subprocess
@@ -18,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# The binaries the guide's commands run: CORTADO_BIN, else the debug build; cortado-load beside it.
+CORTADO = Path(os.environ.get("CORTADO_BIN", ROOT / ".build" / "debug" / "cortado")).resolve()
+LOAD = CORTADO.with_name("cortado-load")
 COMMAND_LANGS = {"sh", "bash", "shell", "console"}
 PROGRAM_LANGS = {"python"}
 FENCE = re.compile(r"^(```+|~~~+)\s*([\w+-]*)")

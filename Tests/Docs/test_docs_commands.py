@@ -30,8 +30,7 @@ docsrun = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(docsrun)
 
 ROOT = docsrun.ROOT
-CORTADO = Path(os.environ.get("CORTADO_BIN", ROOT / ".build" / "debug" / "cortado")).resolve()
-LOAD = CORTADO.with_name("cortado-load")
+CORTADO, LOAD = docsrun.CORTADO, docsrun.LOAD
 BLOCK_TIMEOUT = 120      # seconds one block may take (a failure's bound, not a timing check)
 LINKED = ["Protos", "Plugins", "deploy", "scripts", "bench", "Tests", "Makefile", "Package.swift", ".venv", "docs"]
 

@@ -9,7 +9,6 @@
 - Skipped blocks name `make` targets the Makefile has and repository paths that exist.
 """
 import importlib.util
-import os
 import re
 from pathlib import Path
 
@@ -20,8 +19,7 @@ docsrun = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(docsrun)
 
 ROOT = docsrun.ROOT
-CORTADO = Path(os.environ.get("CORTADO_BIN", ROOT / ".build" / "debug" / "cortado")).resolve()
-LOAD = CORTADO.with_name("cortado-load")
+CORTADO, LOAD = docsrun.CORTADO, docsrun.LOAD
 PAGES = docsrun.guide_pages()
 
 # Flags of other tools that the guide names in inline code, with the tool they belong to.
