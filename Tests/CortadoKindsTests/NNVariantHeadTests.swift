@@ -27,11 +27,7 @@ final class NNVariantHeadTests: XCTestCase {
         spec.specificationVersion = 4
         spec.isUpdatable = true
         func array(_ name: String, _ size: Int64, _ type: CoreML_Specification_ArrayFeatureType.ArrayDataType) -> CoreML_Specification_FeatureDescription {
-            var f = CoreML_Specification_FeatureDescription()
-            f.name = name
-            f.type.multiArrayType.shape = [size]
-            f.type.multiArrayType.dataType = type
-            return f
+            arrayDescription(name, [size], type)
         }
         spec.description_p.input = [array("x", 8, .float32)]
         spec.description_p.output = [array("probs", 3, .float32)]

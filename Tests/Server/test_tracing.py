@@ -35,6 +35,17 @@ def features(case, i):
     return [pb.Feature(name=n, value=pb.FeatureValue(double_value=float(v[i]))) for n, v in case.inputs.items()]
 
 
+def oip_inputs(client, case, i, **options):
+    """Row i of a case's scalar features as one [1, 1] FP64 tensor each, for tritonclient's
+    gRPC or HTTP module (`client`)."""
+    inputs = []
+    for name, values in case.inputs.items():
+        t = client.InferInput(name, [1, 1], "FP64")
+        t.set_data_from_numpy(np.asarray([[values[i]]], dtype=np.float64), **options)
+        inputs.append(t)
+    return inputs
+
+
 def spans(path):
     """{span id: {"call": (begin event, end event), step name: (begin, end)}} from the file."""
     events = json.loads(path.read_text())
@@ -81,22 +92,11 @@ def test_every_call_is_traced_with_its_steps_and_context(repo, start_server, tmp
     with pytest.raises(grpc.RpcError):
         stub.Predict(pb.PredictRequest(model="logreg", inputs=[pb.Feature(name="nope", value=pb.FeatureValue(double_value=1))]),
                      timeout=10)
-    x = np.asarray([[case.inputs[n][1] for n in case.inputs]], dtype=np.float64)
     g = tgrpc.InferenceServerClient(server.address)
-    inputs = []
-    for j, name in enumerate(case.inputs):
-        t = tgrpc.InferInput(name, [1, 1], "FP64")
-        t.set_data_from_numpy(x[:, j:j + 1])
-        inputs.append(t)
-    g.infer("logreg", inputs)
+    g.infer("logreg", oip_inputs(tgrpc, case, 1))
     g.close()
     h = thttp.InferenceServerClient(server.http_address)
-    inputs = []
-    for j, name in enumerate(case.inputs):
-        t = thttp.InferInput(name, [1, 1], "FP64")
-        t.set_data_from_numpy(x[:, j:j + 1], binary_data=False)
-        inputs.append(t)
-    h.infer("logreg", inputs, headers={"traceparent": f"00-{TRACE_ID}-{PARENT}-01", "X-Request-ID": "rest-2"})
+    h.infer("logreg", oip_inputs(thttp, case, 1, binary_data=False), headers={"traceparent": f"00-{TRACE_ID}-{PARENT}-01", "X-Request-ID": "rest-2"})
     h.close()
     assert server.stop() == 0
 
