@@ -40,7 +40,6 @@ public final class CallTracer: @unchecked Sendable {
     private var closed = false
     private var nextSpan: UInt64
     private var lastFlush: UInt64 = 0
-    public private(set) var traced: UInt64 = 0
 
     /// Opens (truncates) `path`. Throws when it cannot be created.
     public init(path: String, rate: Double, layers: Bool = false) throws {
@@ -100,16 +99,16 @@ public final class CallTracer: @unchecked Sendable {
                                         ("trace_id", context.traceID), ("span_id", span)]
         if let parent = context.parentID { args.append(("parent_id", parent)) }
         if let id = call.requestID { args.append(("request_id", id)) }
-        func pair(_ name: String, _ from: UInt64, _ to: UInt64, args: [(String, String)]) {
-            event(&w, "b", name, track: track, id: span, at: from, args: args)
+        func pair(_ name: String, _ from: UInt64, _ to: UInt64) {
+            event(&w, "b", name, track: track, id: span, at: from, args: [])
             event(&w, "e", name, track: track, id: span, at: Swift.max(from, to), args: [])
         }
         event(&w, "b", "\(model) \(service)", track: track, id: span, at: received, args: args)
         var t = received
         if queued > 0 || input > 0 {
-            pair("queue wait", t, t + queued, args: [])
+            pair("queue wait", t, t + queued)
             t += queued
-            pair("input decode and checks", t, t + input, args: [])
+            pair("input decode and checks", t, t + input)
             t += input
         }
         if infer > 0 {
@@ -130,10 +129,9 @@ public final class CallTracer: @unchecked Sendable {
             }
             event(&w, "e", "compute", track: track, id: span, at: encodeBegan, args: [])
         }
-        if encodeBegan > 0 { pair("output encoding", encodeBegan, done, args: []) }
+        if encodeBegan > 0 { pair("output encoding", encodeBegan, done) }
         event(&w, "e", "\(model) \(service)", track: track, id: span, at: done, args: [])
         buffer.append(contentsOf: w.bytes)
-        traced += 1
         // Written out by the 64 KiB, or with the first call more than a second after the
         // last write (so a slow trickle of calls reaches the file as it goes).
         if buffer.count >= 1 << 16 || done &- lastFlush > 1_000_000_000 { flushLocked() }
@@ -167,9 +165,6 @@ public final class CallTracer: @unchecked Sendable {
         handle.write(Data(buffer))
         buffer.removeAll(keepingCapacity: true)
     }
-
-    /// Writes what is buffered.
-    public func flush() { lock.withLock { flushLocked() } }
 
     /// Closes the array and the file; later calls are not recorded.
     public func close() {
