@@ -52,7 +52,7 @@ struct Serve: ParsableCommand {
         "maxConnections", "maxConnectionsPerPeer", "headerTimeout", "tlsCert", "tlsKey", "tlsClientCA", \
         "authTokens", "requireModels": ["a", "b"], "maxSessions", "sessionIdleTimeout", \
         "maxConcurrentUpdates", "maxUpdateRows", "maxUpdateMemory", "maxVariants", "variantStore", \
-        "traceFile", "traceSampleRate", "traceLayers", \
+        "traceFile", "traceSampleRate", "traceLayers", "traceMaxSize", \
         "models": {"<name>": {"maxConcurrency": N, "maxQueue": N, "maxBatchSize": N, "maxQueueDelayUs": N}}}.
 
         Model control (--model-control, as Triton's --model-control-mode): with none (the \
@@ -271,6 +271,13 @@ struct Serve: ParsableCommand {
         """)
     var traceLayers = false
 
+    @Option(name: .long, help: ArgumentHelp("""
+        With --trace-file: the most the trace file may hold, in MiB (default 1024). Any client can ask for its calls \
+        to be traced (a sampled traceparent), so once the next call would pass it the file is closed, tracing stops \
+        and a warning is logged; serving goes on.
+        """, valueName: "MiB"))
+    var traceMaxSize: Int?
+
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical (default info).")
     var logLevel: String = "info"
 
@@ -328,6 +335,7 @@ struct Serve: ParsableCommand {
         var traceFile: String?
         var traceSampleRate: Double?
         var traceLayers: Bool?
+        var traceMaxSize: Int?
         var models: [String: Model]?
     }
 
@@ -492,9 +500,15 @@ struct Serve: ParsableCommand {
         options.variantStore = (variantStore ?? file.variantStore).map { URL(fileURLWithPath: $0) }
         let rate = traceSampleRate ?? file.traceSampleRate ?? 1
         guard rate >= 0, rate <= 1 else { throw ValidationError("--trace-sample-rate must be between 0 and 1, got \(rate)") }
+        let traceMiB = traceMaxSize ?? file.traceMaxSize ?? 1024
+        guard traceMiB > 0, traceMiB < (1 << 30) else { throw ValidationError("--trace-max-size must be a positive number of MiB") }
         if let path = traceFile ?? file.traceFile {
+            let logger = Logger(label: "cortado")
             do {
-                options.tracer = try CallTracer(path: path, rate: rate, layers: traceLayers || (file.traceLayers ?? false))
+                options.tracer = try CallTracer(path: path, rate: rate, layers: traceLayers || (file.traceLayers ?? false),
+                                                maxBytes: traceMiB << 20, onFull: { bytes in
+                    logger.warning("trace file full: tracing stopped", metadata: ["file": "\(path)", "max_bytes": "\(bytes)"])
+                })
             } catch {
                 throw ValidationError("--trace-file \(path): cannot be written (\(error.localizedDescription))")
             }

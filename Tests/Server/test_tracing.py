@@ -205,3 +205,28 @@ def test_pipeline_models_and_network_layers_nest_under_compute(start_server, tmp
             assert inside_compute == [f"model pipe/stage {i} ({t})" for i, t in enumerate(stage_types)], inside_compute
         else:
             assert [n.split(" ")[0] for n in inside_compute] == ["fc1", "fc2"], inside_compute
+
+
+def test_a_client_forcing_traces_cannot_grow_the_file_past_its_bound(repo, start_server, tmp_path):
+    """Every call of this client asks to be traced (a sampled traceparent) although the rate is
+    0: the file stops at --trace-max-size (1 MiB here), stays a valid JSON array, the server
+    logs why and goes on answering."""
+    trace = tmp_path / "trace.json"
+    server = start_server(repo.path, "--trace-file", trace, "--trace-sample-rate", "0", "--trace-max-size", "1")
+    stub = P.predictor_pb2_grpc.PredictorStub(server.channel())
+    request = pb.PredictRequest(model="logreg", inputs=features(repo.cases["logreg"], 0))
+    forced = [("traceparent", f"00-{TRACE_ID}-{PARENT}-01")]
+    calls = 0
+    # About 1.5 KB of events a call: well past 1 MiB within 2,000 calls.
+    while calls < 2000:
+        stub.Predict(request, timeout=10, metadata=forced)
+        calls += 1
+        if calls % 200 == 0 and "trace file full" in server.stderr():
+            break
+    assert "trace file full" in server.stderr(), f"{calls} traced calls and still tracing"
+    for _ in range(20):
+        stub.Predict(request, timeout=10, metadata=forced)
+    assert server.stop() == 0
+    assert trace.stat().st_size <= 1 << 20
+    found = spans(trace)
+    assert 0 < len(found) < calls, (len(found), calls)

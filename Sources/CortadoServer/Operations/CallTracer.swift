@@ -17,6 +17,10 @@ import Foundation
 /// `--trace-sample-rate`. With no `--trace-file` the server holds no tracer and a call pays one
 /// nil test.
 ///
+/// The file is bounded (`--trace-max-size`, MiB): a client can ask for every call to be traced
+/// (a `traceparent` with the sampled flag), so once the next call would pass the bound the
+/// array is closed and tracing stops, with a warning in the log; the server goes on serving.
+///
 /// Events are appended as they come (a lock and a buffered file write on the worker that
 /// answered); the file is a JSON array closed by `close()` at shutdown — a file cut short by a
 /// crash lacks only the closing bracket, which both viewers accept.
@@ -38,11 +42,19 @@ public final class CallTracer: @unchecked Sendable {
     private var buffer: [UInt8] = []
     private var first = true
     private var closed = false
+    /// Bytes the file may hold, and bytes given to it so far (written or buffered).
+    private let maxBytes: Int
+    private var size = 0
+    /// Told once, when the bound stops tracing.
+    private let onFull: @Sendable (Int) -> Void
     private var nextSpan: UInt64
     private var lastFlush: UInt64 = 0
 
     /// Opens (truncates) `path`. Throws when it cannot be created.
-    public init(path: String, rate: Double, layers: Bool = false) throws {
+    public init(path: String, rate: Double, layers: Bool = false, maxBytes: Int = 1 << 30,
+                onFull: @escaping @Sendable (Int) -> Void = { _ in }) throws {
+        self.maxBytes = max(64, maxBytes)
+        self.onFull = onFull
         self.layers = layers
         guard FileManager.default.createFile(atPath: path, contents: nil) else {
             throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: path])
@@ -52,6 +64,7 @@ public final class CallTracer: @unchecked Sendable {
         nextSpan = UInt64.random(in: 1 ... .max >> 8)
         buffer.reserveCapacity(1 << 16)
         buffer.append(contentsOf: Array("[\n".utf8))
+        size = buffer.count
     }
 
     /// W3C `traceparent`: version 00, 32 hex digits of trace id, 16 of parent span id, 2 of
@@ -131,6 +144,13 @@ public final class CallTracer: @unchecked Sendable {
         }
         if encodeBegan > 0 { pair("output encoding", encodeBegan, done) }
         event(&w, "e", "\(model) \(service)", track: track, id: span, at: done, args: [])
+        // Room kept for the closing bracket.
+        guard size + w.bytes.count + 3 <= maxBytes else {
+            closeLocked()
+            onFull(maxBytes)
+            return
+        }
+        size += w.bytes.count
         buffer.append(contentsOf: w.bytes)
         // Written out by the 64 KiB, or with the first call more than a second after the
         // last write (so a slow trickle of calls reaches the file as it goes).
@@ -168,13 +188,15 @@ public final class CallTracer: @unchecked Sendable {
 
     /// Closes the array and the file; later calls are not recorded.
     public func close() {
-        lock.withLock {
-            guard !closed else { return }
-            closed = true
-            buffer.append(contentsOf: Array("\n]\n".utf8))
-            flushLocked()
-            try? handle.close()
-        }
+        lock.withLock { closeLocked() }
+    }
+
+    private func closeLocked() {
+        guard !closed else { return }
+        closed = true
+        buffer.append(contentsOf: Array("\n]\n".utf8))
+        flushLocked()
+        try? handle.close()
     }
 
     private static func hex(_ v: UInt64) -> String {
