@@ -47,7 +47,7 @@ final class DynamicBatcherTests: XCTestCase {
         for _ in 0..<9 { try batcher.submit(job()) }
         XCTAssertEqual(batcher.depth.queued, 9)
         XCTAssertThrowsError(try batcher.submit(job())) { error in
-            XCTAssertEqual((error as? GRPCStatus)?.code, .resourceExhausted)
+            XCTAssertEqual((error as? ServeStatus)?.code, .resourceExhausted)
         }
         recorder.release.signal()
         waitOrFail(recorder.done, count: 4, "four batches")

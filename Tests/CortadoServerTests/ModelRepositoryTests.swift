@@ -86,8 +86,8 @@ final class ModelRepositoryTests: XCTestCase {
         let repo = ModelRepository(root: nil, pool: pool)
         XCTAssertTrue(repo.discover().isEmpty)
         XCTAssertThrowsError(try repo.load("m")) { error in
-            XCTAssertEqual((error as? GRPCStatus)?.code, .notFound)
-            XCTAssertEqual((error as? GRPCStatus)?.message, "no model repository is configured")
+            XCTAssertEqual((error as? ServeStatus)?.code, .notFound)
+            XCTAssertEqual((error as? ServeStatus)?.message, "no model repository is configured")
         }
     }
 
@@ -111,8 +111,8 @@ final class ModelRepositoryTests: XCTestCase {
         XCTAssertNoThrow(try repo.model("good"))
 
         XCTAssertThrowsError(try repo.load("broken")) { error in
-            XCTAssertEqual((error as? GRPCStatus)?.code, .invalidArgument)
-            XCTAssertTrue((error as? GRPCStatus)?.message.contains("model.mlmodel") == true)
+            XCTAssertEqual((error as? ServeStatus)?.code, .invalidArgument)
+            XCTAssertTrue((error as? ServeStatus)?.message.contains("model.mlmodel") == true)
         }
     }
 
@@ -122,7 +122,7 @@ final class ModelRepositoryTests: XCTestCase {
         let repo = repository()
         repo.loadAll()
         XCTAssertThrowsError(try repo.model("broken")) { error in
-            let status = error as? GRPCStatus
+            let status = error as? ServeStatus
             XCTAssertEqual(status?.code, .unavailable)
             XCTAssertEqual(status?.message.hasPrefix("model 'broken' failed to load: "), true, status?.message ?? "")
         }
@@ -181,9 +181,9 @@ final class ModelRepositoryTests: XCTestCase {
         let repo = repository()
         let served = try repo.load("m")
         try repo.unload("m")
-        XCTAssertThrowsError(try repo.model("m")) { XCTAssertEqual(($0 as? GRPCStatus)?.code, .notFound) }
+        XCTAssertThrowsError(try repo.model("m")) { XCTAssertEqual(($0 as? ServeStatus)?.code, .notFound) }
         XCTAssertThrowsError(try repo.unload("m")) { error in
-            XCTAssertEqual(error as? GRPCStatus, GRPCStatus(.notFound, "model 'm' is not loaded"))
+            XCTAssertEqual(error as? ServeStatus, ServeStatus(.notFound, "model 'm' is not loaded"))
         }
         XCTAssertEqual(try TestSpecs.predictOnes(served.model), 3, "the unloaded entry still predicts for calls in flight")
         XCTAssertEqual(repo.index().first.map { "\($0.name) \($0.state.rawValue) \($0.reason)" }, "m UNAVAILABLE not loaded")
@@ -192,15 +192,15 @@ final class ModelRepositoryTests: XCTestCase {
     func testLookupNotFoundMessages() throws {
         let repo = repository()
         XCTAssertThrowsError(try repo.model("x")) { error in
-            XCTAssertEqual(error as? GRPCStatus, GRPCStatus(.notFound, "no model named 'x' is loaded"))
+            XCTAssertEqual(error as? ServeStatus, ServeStatus(.notFound, "no model named 'x' is loaded"))
         }
         _ = repo.add(try TestSpecs.model(TestSpecs.regressor()), name: "b")
         _ = repo.add(try TestSpecs.model(TestSpecs.regressor()), name: "a", version: "3")
         XCTAssertThrowsError(try repo.model("x")) { error in
-            XCTAssertEqual(error as? GRPCStatus, GRPCStatus(.notFound, "no model named 'x' is loaded (loaded: a, b)"))
+            XCTAssertEqual(error as? ServeStatus, ServeStatus(.notFound, "no model named 'x' is loaded (loaded: a, b)"))
         }
         XCTAssertThrowsError(try repo.model("a", version: "2")) { error in
-            XCTAssertEqual(error as? GRPCStatus, GRPCStatus(.notFound, "model 'a' has no version 2 loaded (serving version 3)"))
+            XCTAssertEqual(error as? ServeStatus, ServeStatus(.notFound, "model 'a' has no version 2 loaded (serving version 3)"))
         }
         XCTAssertEqual(try repo.model("a", version: "3").version, "3")
         XCTAssertEqual(try repo.model("a").version, "3")
@@ -210,7 +210,7 @@ final class ModelRepositoryTests: XCTestCase {
     func testLoadUnknownNameIsNotFound() {
         let repo = repository()
         XCTAssertThrowsError(try repo.load("ghost")) { error in
-            let status = error as? GRPCStatus
+            let status = error as? ServeStatus
             XCTAssertEqual(status?.code, .notFound)
             XCTAssertEqual(status?.message.contains("expected ghost/<version>/model.mlmodel, model.mlpackage or ghost.mlmodel"), true, status?.message ?? "")
         }
@@ -224,7 +224,7 @@ final class ModelRepositoryTests: XCTestCase {
         try write(TestSpecs.regressor(), "sub/1/model.mlmodel")
         let repo = ModelRepository(root: inner, pool: pool)
         for name in ["../outside", "..", ".", "", "a/b", "../sub"] {
-            XCTAssertThrowsError(try repo.load(name), name) { XCTAssertEqual(($0 as? GRPCStatus)?.code, .notFound, name) }
+            XCTAssertThrowsError(try repo.load(name), name) { XCTAssertEqual(($0 as? ServeStatus)?.code, .notFound, name) }
         }
     }
 

@@ -72,7 +72,7 @@ final class ModelSchedulerTests: XCTestCase {
         try scheduler.submit { done.signal() }
         XCTAssertTrue(scheduler.depth == (1, 2), "\(scheduler.depth)")
         XCTAssertThrowsError(try scheduler.submit { XCTFail("a rejected job ran") }) { error in
-            let status = error as? GRPCStatus
+            let status = error as? ServeStatus
             XCTAssertEqual(status?.code, .resourceExhausted)
             XCTAssertEqual(status?.message.contains("2 waiting, 1 running"), true, status?.message ?? "")
         }

@@ -1,4 +1,3 @@
-import CortadoGRPC
 import Foundation
 import Logging
 
@@ -19,7 +18,7 @@ public final class CallLog: @unchecked Sendable {
         self.logger = logger
     }
 
-    func record(requestID: String?, model: String, version: String, service: String, status: GRPCStatus.Code, error: String = "",
+    func record(requestID: String?, model: String, version: String, service: String, status: ServeStatus.Code, error: String = "",
                 nanoseconds: UInt64) {
         var fields: Logger.Metadata = [
             "request_id": .string(requestID ?? nextID()),

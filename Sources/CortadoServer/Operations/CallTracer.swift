@@ -99,7 +99,7 @@ public final class CallTracer: @unchecked Sendable {
     /// encoding began; `compute` holds the models of a pipeline and the layers it ran, when
     /// recorded) and encoded until `done`. Failed calls pass zeros for the steps they did not
     /// reach.
-    func record(_ context: Context, call: any PredictionCall, model: String, version: String, service: String, status: GRPCStatus.Code,
+    func record(_ context: Context, call: any PredictionCall, model: String, version: String, service: String, status: ServeStatus.Code,
                 queued: UInt64, input: UInt64, infer: UInt64, encodeBegan: UInt64, done: UInt64, compute: [MLComputeSpans.Span] = []) {
         let received = call.receivedAt
         var w = JSONWriter(capacity: 1024 + 160 * compute.count)

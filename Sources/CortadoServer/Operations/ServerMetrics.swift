@@ -1,4 +1,3 @@
-import CortadoGRPC
 import Foundation
 
 /// Request counters and latency histograms per model, service and status, written in the
@@ -27,7 +26,7 @@ public final class ServerMetrics: @unchecked Sendable {
         let model: String
         let service: String
         private let lock = NSLock()
-        private var codes = [UInt64](repeating: 0, count: GRPCStatus.Code.allCases.count)
+        private var codes = [UInt64](repeating: 0, count: ServeStatus.Code.allCases.count)
         private var histogram = Histogram()
 
         init(model: String, service: String) {
@@ -35,7 +34,7 @@ public final class ServerMetrics: @unchecked Sendable {
             self.service = service
         }
 
-        public func observe(code: GRPCStatus.Code, seconds: Double) {
+        public func observe(code: ServeStatus.Code, seconds: Double) {
             let bucket = ServerMetrics.buckets.firstIndex(where: { seconds <= $0 })
             lock.lock()
             codes[code.rawValue] += 1
@@ -67,12 +66,12 @@ public final class ServerMetrics: @unchecked Sendable {
         }
     }
 
-    public func observe(model: String, service: String, code: GRPCStatus.Code, seconds: Double) {
+    public func observe(model: String, service: String, code: ServeStatus.Code, seconds: Double) {
         series(model: model, service: service).observe(code: code, seconds: seconds)
     }
 
     /// Requests counted so far for a model and status (tests and summaries).
-    public func count(model: String, code: GRPCStatus.Code) -> UInt64 {
+    public func count(model: String, code: ServeStatus.Code) -> UInt64 {
         let all = lock.withLock { Array(series.values) }
         return all.filter { $0.model == model }.reduce(0) { $0 + $1.snapshot.codes[code.rawValue] }
     }
@@ -87,7 +86,7 @@ public final class ServerMetrics: @unchecked Sendable {
         let snapshots = all.map { ($0, $0.snapshot) }
         var out = "# HELP cortado_requests_total Calls answered, by model, service and gRPC status.\n# TYPE cortado_requests_total counter\n"
         for (s, snapshot) in snapshots {
-            for code in GRPCStatus.Code.allCases where snapshot.codes[code.rawValue] > 0 {
+            for code in ServeStatus.Code.allCases where snapshot.codes[code.rawValue] > 0 {
                 out += "cortado_requests_total{model=\"\(Self.label(s.model))\",service=\"\(s.service)\",code=\"\(code)\"} \(snapshot.codes[code.rawValue])\n"
             }
         }

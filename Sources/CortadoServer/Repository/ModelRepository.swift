@@ -1,5 +1,4 @@
 import CortadoCore
-import CortadoGRPC
 import Foundation
 
 /// The models a server serves, from a repository folder laid out as
@@ -137,7 +136,7 @@ public final class ModelRepository: @unchecked Sendable {
     @discardableResult
     public func load(_ name: String) throws -> ServedModel {
         guard let location = location(of: name) else {
-            throw GRPCStatus(.notFound, root == nil ? "no model repository is configured" : "no model named '\(name)' in the repository \(root!.path) (expected \(name)/<version>/model.mlmodel, model.mlpackage or \(name).mlmodel, or compiled or encrypted: model.cortado, model.cortado-enc)")
+            throw ServeStatus(.notFound, root == nil ? "no model repository is configured" : "no model named '\(name)' in the repository \(root!.path) (expected \(name)/<version>/model.mlmodel, model.mlpackage or \(name).mlmodel, or compiled or encrypted: model.cortado, model.cortado-enc)")
         }
         return try load(location)
     }
@@ -155,7 +154,7 @@ public final class ModelRepository: @unchecked Sendable {
     @discardableResult
     public func load(data: Data, name: String, version: String) throws -> ServedModel {
         guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
-            throw GRPCStatus(.invalidArgument, "a model sent with its bytes needs a name without '/' (got '\(name)')")
+            throw ServeStatus(.invalidArgument, "a model sent with its bytes needs a name without '/' (got '\(name)')")
         }
         var configuration = MLModelConfiguration()
         configuration.modelDirectory = root
@@ -177,7 +176,7 @@ public final class ModelRepository: @unchecked Sendable {
         } catch {
             let message = "\(error)"
             lock.withLock { failures[name] = message }
-            throw GRPCStatus(.invalidArgument, "failed to load model '\(name)' version \(version) from \(from): \(message)")
+            throw ServeStatus(.invalidArgument, "failed to load model '\(name)' version \(version) from \(from): \(message)")
         }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         let limits = lock.withLock { limitsByModel[name] ?? defaultLimits }
@@ -203,23 +202,23 @@ public final class ModelRepository: @unchecked Sendable {
     /// Stops serving `name`; calls in flight finish on it.
     public func unload(_ name: String) throws {
         let removed = lock.withLock { served.removeValue(forKey: name) }
-        guard removed != nil else { throw GRPCStatus(.notFound, "model '\(name)' is not loaded") }
+        guard removed != nil else { throw ServeStatus(.notFound, "model '\(name)' is not loaded") }
         onChange?(name, "unloaded")
     }
 
     // MARK: lookup
 
     /// The serving entry for a request; NOT_FOUND names what is there instead.
-    public func model(_ name: String, version: String = "") throws(GRPCStatus) -> ServedModel {
+    public func model(_ name: String, version: String = "") throws(ServeStatus) -> ServedModel {
         let found = lock.withLock { served[name] }
         guard let found else {
             let failure = lock.withLock { failures[name] }
-            if let failure { throw GRPCStatus(.unavailable, "model '\(name)' failed to load: \(failure)") }
+            if let failure { throw ServeStatus(.unavailable, "model '\(name)' failed to load: \(failure)") }
             let names = lock.withLock { served.keys.sorted() }
-            throw GRPCStatus(.notFound, "no model named '\(name)' is loaded" + (names.isEmpty ? "" : " (loaded: \(names.prefix(20).joined(separator: ", ")))"))
+            throw ServeStatus(.notFound, "no model named '\(name)' is loaded" + (names.isEmpty ? "" : " (loaded: \(names.prefix(20).joined(separator: ", ")))"))
         }
         guard version.isEmpty || version == found.version else {
-            throw GRPCStatus(.notFound, "model '\(name)' has no version \(version) loaded (serving version \(found.version))")
+            throw ServeStatus(.notFound, "model '\(name)' has no version \(version) loaded (serving version \(found.version))")
         }
         return found
     }

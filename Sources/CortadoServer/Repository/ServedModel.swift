@@ -1,5 +1,4 @@
 import CortadoCore
-import CortadoGRPC
 import Foundation
 
 /// One loaded version of a model in the repository, with its scheduler and statistics.
@@ -48,7 +47,7 @@ public final class ServedModel: @unchecked Sendable {
             batcher = DynamicBatcher(maxBatchSize: limits.maxBatchSize, maxQueueDelayMicroseconds: limits.maxQueueDelayMicroseconds,
                                      limits: limits, pool: scheduler.pool) { [weak self] jobs in
                 guard let self else {
-                    for job in jobs { job.call.fail(GRPCStatus(.unavailable, "the model was unloaded")) }
+                    for job in jobs { job.call.fail(ServeStatus(.unavailable, "the model was unloaded")) }
                     return PendingAnswers()
                 }
                 return self.execute(jobs, maxRows: limits.maxBatchSize)
@@ -68,12 +67,12 @@ public final class ServedModel: @unchecked Sendable {
         // file (a client repeating a wrong name costs no parse of the model per call).
         guard description.functionNames.contains(function) else {
             let names = description.functionNames.isEmpty ? "one function" : "functions \(description.functionNames.joined(separator: ", "))"
-            throw GRPCStatus(.invalidArgument, "model '\(name)' has no function '\(function)' (it has \(names))")
+            throw ServeStatus(.invalidArgument, "model '\(name)' has no function '\(function)' (it has \(names))")
         }
         return try functionsLock.withLock {
             if let loaded = functionModels[function] { return loaded }
             guard let source else {
-                throw GRPCStatus(.failedPrecondition, "model '\(name)' was loaded from bytes: its functions cannot be opened")
+                throw ServeStatus(.failedPrecondition, "model '\(name)' was loaded from bytes: its functions cannot be opened")
             }
             var configuration = model.configuration
             configuration.functionName = function

@@ -1,5 +1,4 @@
 import CortadoCore
-import CortadoGRPC
 import CortadoSpec
 import Foundation
 
@@ -64,7 +63,7 @@ public final class VariantRegistry: @unchecked Sendable {
     /// Where heads are kept (nil: nowhere, variants live in memory only).
     public let store: VariantStore?
     /// The served model a stored head names as its base: (model, version), or a status.
-    var baseLookup: (@Sendable (String) throws(GRPCStatus) -> (MLModel, String))?
+    var baseLookup: (@Sendable (String) throws(ServeStatus) -> (MLModel, String))?
     private let lock = NSLock()
     private var records: [String: [String: Record]] = [:]
     /// The records with a compiled form, by identity: eviction scans these, not every record.
@@ -113,12 +112,12 @@ public final class VariantRegistry: @unchecked Sendable {
     /// when it is not in memory. NOT_FOUND when the model has no such variant;
     /// FAILED_PRECONDITION when its base version is not the one loaded; DATA_LOSS when its
     /// head file is unreadable or does not fit its base.
-    public func model(_ model: String, variant: String) throws(GRPCStatus) -> (model: MLModel, baseVersion: String) {
+    public func model(_ model: String, variant: String) throws(ServeStatus) -> (model: MLModel, baseVersion: String) {
         let resolved = try resolve(model, variant)
         return (resolved.model, resolved.baseVersion)
     }
 
-    func resolve(_ model: String, _ variant: String) throws(GRPCStatus) -> Resolved {
+    func resolve(_ model: String, _ variant: String) throws(ServeStatus) -> Resolved {
         var record = lock.withLock { touch(model, variant) }
         if record == nil, let store, store.exists(model: model, variant: variant) {
             // Stored after the last listing (another process wrote it): learn it now.
@@ -127,7 +126,7 @@ public final class VariantRegistry: @unchecked Sendable {
         }
         guard let record else {
             let known = lock.withLock { records[model].map { $0.count } ?? 0 }
-            throw GRPCStatus(.notFound, "model '\(model)' has no variant '\(variant)' (\(known) variants; make one with Update)")
+            throw ServeStatus(.notFound, "model '\(model)' has no variant '\(variant)' (\(known) variants; make one with Update)")
         }
         let state = lock.withLock { (record.loaded, record.loadedBase, record.baseVersion, record.updates, record.base, record.specification, record.stored) }
         if let loaded = state.0, let base = state.1 {
@@ -138,12 +137,12 @@ public final class VariantRegistry: @unchecked Sendable {
             do {
                 made = Resolved(model: try base.variant(specification: spec, name: model), base: base, baseVersion: state.2, updates: state.3)
             } catch {
-                throw GRPCStatus(.internal, "variant '\(variant)' of model '\(model)' failed to load: \(error)")
+                throw ServeStatus(.internal, "variant '\(variant)' of model '\(model)' failed to load: \(error)")
             }
         } else if state.6, let store {
             made = try loadStored(model, variant, store: store)
         } else {
-            throw GRPCStatus(.internal, "variant '\(variant)' of model '\(model)' has neither a spec nor a head file")
+            throw ServeStatus(.internal, "variant '\(variant)' of model '\(model)' has neither a spec nor a head file")
         }
         return lock.withLock { () -> Resolved in
             // Another call may have loaded it meanwhile, or it may have been replaced or deleted.
@@ -162,7 +161,7 @@ public final class VariantRegistry: @unchecked Sendable {
     }
 
     /// Reads a stored head, checks its base is the version loaded, merges and compiles.
-    private func loadStored(_ model: String, _ variant: String, store: VariantStore) throws(GRPCStatus) -> Resolved {
+    private func loadStored(_ model: String, _ variant: String, store: VariantStore) throws(ServeStatus) -> Resolved {
         let path = store.url(model: model, variant: variant).path
         let data: Data
         do {
@@ -170,32 +169,32 @@ public final class VariantRegistry: @unchecked Sendable {
         } catch {
             if !store.exists(model: model, variant: variant) {
                 lock.withLock { if records[model]?[variant]?.stored == true { forget(model, variant) } }
-                throw GRPCStatus(.notFound, "model '\(model)' has no variant '\(variant)' (its head file \(path) is gone)")
+                throw ServeStatus(.notFound, "model '\(model)' has no variant '\(variant)' (its head file \(path) is gone)")
             }
-            throw GRPCStatus(.dataLoss, "variant '\(variant)' of model '\(model)': cannot read its head file \(path): \(error)")
+            throw ServeStatus(.dataLoss, "variant '\(variant)' of model '\(model)': cannot read its head file \(path): \(error)")
         }
         let head: MLVariantHead
         do {
             head = try MLVariantHead(serializedBytes: data)
         } catch {
-            throw GRPCStatus(.dataLoss, "variant '\(variant)' of model '\(model)': the head file \(path) is corrupt: \(error.message)")
+            throw ServeStatus(.dataLoss, "variant '\(variant)' of model '\(model)': the head file \(path) is corrupt: \(error.message)")
         }
-        guard let baseLookup else { throw GRPCStatus(.internal, "the variant registry has no repository to find bases in") }
+        guard let baseLookup else { throw ServeStatus(.internal, "the variant registry has no repository to find bases in") }
         let base: MLModel, version: String
         do {
             (base, version) = try baseLookup(model)
         } catch {
-            throw GRPCStatus(.failedPrecondition, "variant '\(variant)' of model '\(model)' descends from version \(head.baseVersion), which is not loaded (\(error.message)); head file \(path)")
+            throw ServeStatus(.failedPrecondition, "variant '\(variant)' of model '\(model)' descends from version \(head.baseVersion), which is not loaded (\(error.message)); head file \(path)")
         }
         guard version == head.baseVersion else {
-            throw GRPCStatus(.failedPrecondition, "variant '\(variant)' of model '\(model)' descends from version \(head.baseVersion), but version \(version) is loaded; head file \(path)")
+            throw ServeStatus(.failedPrecondition, "variant '\(variant)' of model '\(model)' descends from version \(head.baseVersion), but version \(version) is loaded; head file \(path)")
         }
         let compiled: MLModel
         do {
             let spec = try base.variantSpecification(head: head.specification)
             compiled = try base.variant(specification: spec, name: model)
         } catch {
-            throw GRPCStatus(.dataLoss, "variant '\(variant)' of model '\(model)': the head file \(path) does not fit version \(version) of the model: \(error)")
+            throw ServeStatus(.dataLoss, "variant '\(variant)' of model '\(model)': the head file \(path) does not fit version \(version) of the model: \(error)")
         }
         return Resolved(model: compiled, base: base, baseVersion: head.baseVersion, updates: head.updates)
     }
@@ -237,18 +236,18 @@ public final class VariantRegistry: @unchecked Sendable {
 
     /// Forgets a variant and removes its head file; NOT_FOUND when there is neither. A head
     /// file that cannot be removed (a read-only store) fails the call and the variant stays.
-    public func delete(model: String, variant: String) throws(GRPCStatus) {
+    public func delete(model: String, variant: String) throws(ServeStatus) {
         let known = lock.withLock { records[model]?[variant] != nil }
         var removed = false
         if let store {
             do {
                 removed = try store.remove(model: model, variant: variant)
             } catch {
-                throw GRPCStatus(.failedPrecondition, "variant '\(variant)' of model '\(model)' was not deleted: \(error.message)")
+                throw ServeStatus(.failedPrecondition, "variant '\(variant)' of model '\(model)' was not deleted: \(error.message)")
             }
         }
         lock.withLock { forget(model, variant) }
-        guard known || removed else { throw GRPCStatus(.notFound, "model '\(model)' has no variant '\(variant)'") }
+        guard known || removed else { throw ServeStatus(.notFound, "model '\(model)' has no variant '\(variant)'") }
     }
 
     /// Every variant of `model` (empty: of every model), by model then name.

@@ -1,5 +1,4 @@
 import CortadoCore
-import CortadoGRPC
 import Foundation
 
 extension ServedModel {
@@ -48,7 +47,7 @@ extension ServedModel {
                 (results, backings) = try predict(all, spans: spans)
             } catch {
                 if group.count == 1 {
-                    group.first!.job.fail(ServerContext.status(for: error), statistics: statistics)
+                    group.first!.job.fail(ServeStatus(for: error), statistics: statistics)
                 } else {
                     // Some row failed: each job alone, so only the bad one fails.
                     for entry in group {
@@ -89,7 +88,7 @@ extension ServedModel {
             now = DispatchTime.now().uptimeNanoseconds
             return (rows, queued, now - started)
         } catch {
-            job.fail(ServerContext.status(for: error), statistics: statistics)
+            job.fail(ServeStatus(for: error), statistics: statistics)
             now = DispatchTime.now().uptimeNanoseconds
             return nil
         }
@@ -106,7 +105,7 @@ extension ServedModel {
             answer(job, results, queued: queued, input: input, infer: infer, clock: &clock, into: &answers, compute: spans?.spans ?? [])
             if let backings { outputPool?.checkIn(backings) }
         } catch {
-            job.fail(ServerContext.status(for: error), statistics: statistics)
+            job.fail(ServeStatus(for: error), statistics: statistics)
         }
     }
 
@@ -150,11 +149,11 @@ extension ServedModel {
     private func answer(_ job: PredictionJob, _ results: [MLFeatureProvider], queued: UInt64, input: UInt64, infer: UInt64,
                         clock: inout UInt64, into answers: inout PendingAnswers, compute: [MLComputeSpans.Span] = []) {
         let began = clock
-        var bytes: [UInt8]
+        let bytes: [UInt8]
         do {
             bytes = try job.encode(results)
         } catch {
-            job.fail(ServerContext.status(for: error), statistics: statistics)
+            job.fail(ServeStatus(for: error), statistics: statistics)
             clock = DispatchTime.now().uptimeNanoseconds
             return
         }
@@ -164,8 +163,6 @@ extension ServedModel {
         statistics.recordRequest(total: total, queue: queued, input: input, infer: infer, output: done - began)
         job.observe(.ok, total)
         job.trace(.ok, queued: queued, input: input, infer: infer, encodeBegan: began, done: done, compute: compute)
-        // Framed here, while `bytes` is not yet shared (no copy).
-        if job.prefixReserved { GRPCMessageWriter.fillPrefix(&bytes) }
         answers.append(job, bytes)
     }
 }

@@ -1,4 +1,3 @@
-import CortadoGRPC
 import Foundation
 
 /// Gathers one model's prediction calls into batches that run as one model execution.
@@ -37,12 +36,12 @@ final class DynamicBatcher: @unchecked Sendable {
     /// Batches running and calls waiting.
     var depth: (running: Int, queued: Int) { lock.withLock { (running, waiting.count - head) } }
 
-    func submit(_ job: PredictionJob) throws(GRPCStatus) {
+    func submit(_ job: PredictionJob) throws(ServeStatus) {
         lock.lock()
         defer { lock.unlock() }
         let queued = waiting.count - head
         guard queued < maxQueue || (queued == 0 && running < concurrency) else {
-            throw GRPCStatus(.resourceExhausted, "the model's queue is full (\(maxQueue) waiting, \(running) batches running); retry later or raise --max-queue")
+            throw ServeStatus(.resourceExhausted, "the model's queue is full (\(maxQueue) waiting, \(running) batches running); retry later or raise --max-queue")
         }
         waiting.append((job, DispatchTime.now().uptimeNanoseconds))
         dispatchLocked()

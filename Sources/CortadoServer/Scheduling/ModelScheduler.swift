@@ -1,4 +1,3 @@
-import CortadoGRPC
 import Foundation
 
 /// Admission for one served model: at most `maxConcurrency` predictions run at once and at
@@ -48,12 +47,12 @@ public final class ModelScheduler: @unchecked Sendable {
 
     /// Runs `job` on a worker when the model has room; throws RESOURCE_EXHAUSTED when the
     /// queue is full.
-    public func submit(_ job: @escaping () -> Void) throws(GRPCStatus) {
+    public func submit(_ job: @escaping () -> Void) throws(ServeStatus) {
         try enqueue { job(); return PendingAnswers() }
     }
 
     /// Like `submit`; the answers the job returns are sent after its slot was given back.
-    func enqueue(_ job: @escaping Job) throws(GRPCStatus) {
+    func enqueue(_ job: @escaping Job) throws(ServeStatus) {
         lock.lock()
         if running < concurrency {
             running += 1
@@ -64,7 +63,7 @@ public final class ModelScheduler: @unchecked Sendable {
         guard waiting.count - head < limits.maxQueue else {
             let running = self.running
             lock.unlock()
-            throw GRPCStatus(.resourceExhausted, "the model's queue is full (\(limits.maxQueue) waiting, \(running) running); retry later or raise --max-queue")
+            throw ServeStatus(.resourceExhausted, "the model's queue is full (\(limits.maxQueue) waiting, \(running) running); retry later or raise --max-queue")
         }
         waiting.append(job)
         lock.unlock()

@@ -1,8 +1,8 @@
-import CortadoGRPC
-
 /// The request a prediction job answers, whatever carried it: a gRPC call, or an HTTP/1.1
 /// request of the REST port. Scheduling needs only this: when it arrived, whether its client
-/// still waits, and how to answer (from any thread, once).
+/// still waits, and how to answer (from any thread, once). Each protocol's side conforms its
+/// own call type (`GRPCServerCall+PredictionCall.swift`, `RESTService.swift`) and maps
+/// `ServeStatus` to its wire form there.
 protocol PredictionCall: AnyObject, Sendable {
     /// When the request was complete, in `DispatchTime` nanoseconds.
     var receivedAt: UInt64 { get }
@@ -13,17 +13,7 @@ protocol PredictionCall: AnyObject, Sendable {
     var requestID: String? { get }
     /// The client's W3C `traceparent` (gRPC metadata or HTTP header), for `CallTracer`.
     var traceParent: String? { get }
-    func fail(_ status: GRPCStatus)
-    /// Answers with an encoded message; `framed`: written behind the gRPC frame prefix's
-    /// bytes, already filled.
-    func respond(_ message: [UInt8], framed: Bool)
-}
-
-extension GRPCServerCall: PredictionCall {
-    var requestID: String? { metadata("x-request-id") }
-    var traceParent: String? { metadata("traceparent") }
-
-    func respond(_ message: [UInt8], framed: Bool) {
-        if framed { respond(framed: message) } else { respond(message) }
-    }
+    func fail(_ status: ServeStatus)
+    /// Answers with an encoded message (as the job's `encode` made it).
+    func respond(_ message: [UInt8])
 }

@@ -1,5 +1,4 @@
 import CortadoCore
-import CortadoGRPC
 import Foundation
 
 /// One prediction call split into the steps a batch runs separately: read its rows (decode
@@ -9,15 +8,11 @@ import Foundation
 /// the steps run in order, one thread at a time) or hands closures to `ClosureJob`.
 class PredictionJob: @unchecked Sendable {
     let call: any PredictionCall
-    /// Whether `encode` leaves `GRPCMessageWriter.prefixLength` bytes free in front of the
-    /// message for the frame prefix (then the answer is framed in place).
-    let prefixReserved: Bool
     /// Where `observe` counts the call (nil: not counted, as in tests).
     private let metrics: (model: ServedModel, service: String, registry: ServerMetrics)?
 
-    init(call: any PredictionCall, prefixReserved: Bool = false, metrics: (model: ServedModel, service: String, registry: ServerMetrics)?) {
+    init(call: any PredictionCall, metrics: (model: ServedModel, service: String, registry: ServerMetrics)?) {
         self.call = call
-        self.prefixReserved = prefixReserved
         self.metrics = metrics
     }
 
@@ -30,12 +25,13 @@ class PredictionJob: @unchecked Sendable {
     func encode(_ results: [MLFeatureProvider]) throws -> [UInt8] { preconditionFailure("\(type(of: self)) must override encode(_:)") }
 
     /// Sends what `encode` made (on the worker, after the model's slot was given back). A job
-    /// whose answer needs more than the message (HTTP headers) overrides it.
-    func deliver(_ message: [UInt8]) { call.respond(message, framed: prefixReserved) }
+    /// whose answer needs more than the message (HTTP headers, a frame prefix written in
+    /// place) overrides it.
+    func deliver(_ message: [UInt8]) { call.respond(message) }
 
     /// Told once how the call ended and how long it took (metrics, and the call log when
     /// on). Looked up here, on the worker, not on the loop thread that builds the job.
-    func observe(_ code: GRPCStatus.Code, _ nanoseconds: UInt64, error: String = "") {
+    func observe(_ code: ServeStatus.Code, _ nanoseconds: UInt64, error: String = "") {
         guard let metrics else { return }
         metrics.model.metricsSeries(metrics.service, in: metrics.registry).observe(code: code, seconds: Double(nanoseconds) / 1e9)
         metrics.registry.callLog?.record(requestID: call.requestID, model: metrics.model.name, version: metrics.model.version,
@@ -61,7 +57,7 @@ class PredictionJob: @unchecked Sendable {
     }
 
     /// Records the call's steps in the trace, when tracing is on (see `CallTracer.record`).
-    func trace(_ code: GRPCStatus.Code, queued: UInt64 = 0, input: UInt64 = 0, infer: UInt64 = 0, encodeBegan: UInt64 = 0,
+    func trace(_ code: ServeStatus.Code, queued: UInt64 = 0, input: UInt64 = 0, infer: UInt64 = 0, encodeBegan: UInt64 = 0,
                done: UInt64, compute: [MLComputeSpans.Span] = []) {
         guard let metrics, let (tracer, context) = sampledTrace() else { return }
         tracer.record(context, call: call, model: metrics.model.name, version: metrics.model.version, service: metrics.service,
@@ -69,7 +65,7 @@ class PredictionJob: @unchecked Sendable {
     }
 
     /// Answers the call with an error, counted for the model.
-    func fail(_ status: GRPCStatus, statistics: ServedModelStatistics) {
+    func fail(_ status: ServeStatus, statistics: ServedModelStatistics) {
         call.fail(status)
         let now = DispatchTime.now().uptimeNanoseconds
         let total = now - call.receivedAt
@@ -80,10 +76,10 @@ class PredictionJob: @unchecked Sendable {
 
     /// The status a job gets without running: the client left, or the deadline passed while it
     /// waited; nil when it should run.
-    func skipReason(queued: UInt64, now: UInt64 = DispatchTime.now().uptimeNanoseconds) -> GRPCStatus? {
-        if call.isCancelled { return GRPCStatus(.cancelled, "the client cancelled the call") }
+    func skipReason(queued: UInt64, now: UInt64 = DispatchTime.now().uptimeNanoseconds) -> ServeStatus? {
+        if call.isCancelled { return ServeStatus(.cancelled, "the client cancelled the call") }
         if let deadline = call.deadline, now >= deadline {
-            return GRPCStatus(.deadlineExceeded, "the deadline passed while the request waited \(queued / 1000) µs in the queue")
+            return ServeStatus(.deadlineExceeded, "the deadline passed while the request waited \(queued / 1000) µs in the queue")
         }
         return nil
     }
@@ -94,11 +90,11 @@ final class ClosureJob: PredictionJob, @unchecked Sendable {
     private let readRows: () throws -> [MLFeatureProvider]
     private let encodeResults: ([MLFeatureProvider]) throws -> [UInt8]
 
-    init(call: any PredictionCall, prefixReserved: Bool = false, metrics: (model: ServedModel, service: String, registry: ServerMetrics)?,
+    init(call: any PredictionCall, metrics: (model: ServedModel, service: String, registry: ServerMetrics)?,
          rows: @escaping () throws -> [MLFeatureProvider], encode: @escaping ([MLFeatureProvider]) throws -> [UInt8]) {
         readRows = rows
         encodeResults = encode
-        super.init(call: call, prefixReserved: prefixReserved, metrics: metrics)
+        super.init(call: call, metrics: metrics)
     }
 
     override func rows() throws -> [MLFeatureProvider] { try readRows() }

@@ -1,4 +1,3 @@
-import CortadoGRPC
 import Foundation
 
 /// Where updates (`cortado.v1.Predictor` Update) run, and what they may take: training is
@@ -52,17 +51,17 @@ public final class UpdateRunner: @unchecked Sendable {
 
     /// Takes a place among the running updates and `bytes` of the budget, or throws
     /// RESOURCE_EXHAUSTED naming the flag.
-    func reserve(bytes: Int) throws(GRPCStatus) -> Reservation {
+    func reserve(bytes: Int) throws(ServeStatus) -> Reservation {
         if bytes > limits.maxBytes {
-            throw GRPCStatus(.resourceExhausted, "the training rows take about \(bytes >> 20) MiB as the trainer holds them; one update may hold at most \(limits.maxBytes >> 20) MiB (--max-update-memory)")
+            throw ServeStatus(.resourceExhausted, "the training rows take about \(bytes >> 20) MiB as the trainer holds them; one update may hold at most \(limits.maxBytes >> 20) MiB (--max-update-memory)")
         }
         do {
             lock.lock(); defer { lock.unlock() }
             guard running < limits.maxConcurrent else {
-                throw GRPCStatus(.resourceExhausted, "\(running) update(s) are running, the most allowed at once (--max-concurrent-updates); try again when one has finished")
+                throw ServeStatus(.resourceExhausted, "\(running) update(s) are running, the most allowed at once (--max-concurrent-updates); try again when one has finished")
             }
             guard heldBytes + bytes <= limits.maxBytes else {
-                throw GRPCStatus(.resourceExhausted, "the running updates hold \(heldBytes >> 20) MiB of training rows; this one needs \(bytes >> 20) MiB more than the \(limits.maxBytes >> 20) MiB allowed (--max-update-memory)")
+                throw ServeStatus(.resourceExhausted, "the running updates hold \(heldBytes >> 20) MiB of training rows; this one needs \(bytes >> 20) MiB more than the \(limits.maxBytes >> 20) MiB allowed (--max-update-memory)")
             }
             running += 1
             heldBytes += bytes

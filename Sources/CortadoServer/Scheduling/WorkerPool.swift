@@ -1,4 +1,3 @@
-import CortadoGRPC
 import Foundation
 
 /// A fixed set of worker threads taking jobs from one FIFO. Models run here, never on the
@@ -28,7 +27,7 @@ public final class WorkerPool: @unchecked Sendable {
             // just ends); while `work()` runs, the call keeps the pool alive.
             let thread = Thread { [weak self] in
                 // Named from inside, 15 characters at most: only then does the kernel see it.
-                ThreadName.set("cortado-work-\(i)")
+                Self.nameForKernel("cortado-work-\(i)")
                 self?.work()
             }
             thread.name = "cortado-work-\(i)"
@@ -36,6 +35,15 @@ public final class WorkerPool: @unchecked Sendable {
             self.threads.append(thread)
             thread.start()
         }
+    }
+
+    /// Names the calling thread for the kernel (top -H, perf): on Linux `Thread.name` does not
+    /// reach it, so the thread writes its own `comm` file (as the transport's `ThreadName`
+    /// does for the loop thread; scheduling does not depend on the transport).
+    private static func nameForKernel(_ name: String) {
+        guard let file = FileHandle(forWritingAtPath: "/proc/thread-self/comm") else { return }
+        file.write(Data(name.utf8.prefix(15)))
+        try? file.close()
     }
 
     public func submit(_ job: @escaping () -> Void) {

@@ -281,7 +281,7 @@ final class ModelInferJob: PredictionJob, @unchecked Sendable {
         self.served = served
         self.context = context
         self.streamed = streamed
-        super.init(call: call, prefixReserved: !streamed, metrics: (served, InferenceService.service, context.metrics))
+        super.init(call: call, metrics: (served, InferenceService.service, context.metrics))
     }
 
     override func rows() throws -> [MLFeatureProvider] {
@@ -293,12 +293,22 @@ final class ModelInferJob: PredictionJob, @unchecked Sendable {
     }
 
     override func encode(_ results: [MLFeatureProvider]) throws -> [UInt8] {
-        guard streamed else { return try run!.serializedResponse(results, reservingPrefix: true) }
+        guard streamed else {
+            // Framed here, while the bytes are not yet shared (no copy).
+            var bytes = try run!.serializedResponse(results, reservingPrefix: true)
+            GRPCMessageWriter.fillPrefix(&bytes)
+            return bytes
+        }
         // A stream's answer is a ModelStreamInferResponse: the response in field 2.
         let response = try run!.serializedResponse(results)
         var w = ProtobufWriter(capacity: response.count + 8)
         w.lengthDelimited(2, length: response.count)
         w.bytes.append(contentsOf: response)
         return w.bytes
+    }
+
+    /// A unary answer was framed in place by `encode`; a stream's goes out as a message.
+    override func deliver(_ message: [UInt8]) {
+        if streamed { grpcCall.respond(message) } else { grpcCall.respond(framed: message) }
     }
 }

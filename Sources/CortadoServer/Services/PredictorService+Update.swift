@@ -25,6 +25,7 @@ extension PredictorService {
     /// FAILED_PRECONDITION.
     static func updateStatus(for error: Error) -> GRPCStatus {
         if let status = error as? GRPCStatus { return status }
+        if let status = error as? ServeStatus { return GRPCStatus(status) }
         if let error = error as? MLModelError {
             switch error.code {
             case .featureType, .parse, .generic: return GRPCStatus(.invalidArgument, error.description)

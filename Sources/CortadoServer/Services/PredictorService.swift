@@ -108,7 +108,7 @@ public final class PredictorService: ScopedService, @unchecked Sendable {
             batch.reserveCapacity(request.rows.count)
             for (i, row) in request.rows.enumerated() {
                 do { batch.append(try inputs(row.features, model: served.model)) } catch {
-                    throw GRPCStatus(.invalidArgument, "row \(i): \((error as? GRPCStatus)?.message ?? "\(error)")")
+                    throw GRPCStatus(.invalidArgument, "row \(i): \((error as? GRPCStatus)?.message ?? (error as? ServeStatus)?.message ?? "\(error)")")
                 }
             }
             return batch
@@ -168,10 +168,10 @@ public final class PredictorService: ScopedService, @unchecked Sendable {
                 } catch {
                     let status = ServerContext.status(for: error)
                     call.fail(status)
-                    context.metrics.observe(model: served.name, service: service, code: status.code,
+                    context.metrics.observe(model: served.name, service: service, code: status.serveStatus.code,
                                             seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
                     context.metrics.callLog?.record(requestID: call.requestID, model: served.name, version: served.version, service: service,
-                                                    status: status.code, error: status.message,
+                                                    status: status.serveStatus.code, error: status.message,
                                                     nanoseconds: DispatchTime.now().uptimeNanoseconds - call.receivedAt)
                 }
             }
@@ -192,7 +192,7 @@ public final class PredictorService: ScopedService, @unchecked Sendable {
                     batch.reserveCapacity(request.rows.count)
                     for (i, row) in request.rows.enumerated() {
                         do { batch.append(try inputs(row.features, model: model)) } catch {
-                            throw GRPCStatus(.invalidArgument, "row \(i): \((error as? GRPCStatus)?.message ?? "\(error)")")
+                            throw GRPCStatus(.invalidArgument, "row \(i): \((error as? GRPCStatus)?.message ?? (error as? ServeStatus)?.message ?? "\(error)")")
                         }
                     }
                     let results = try model.predictions(fromBatch: MLArrayBatchProvider(array: batch))
@@ -210,7 +210,7 @@ public final class PredictorService: ScopedService, @unchecked Sendable {
                 } catch {
                     let status = ServerContext.status(for: error)
                     call.fail(status)
-                    context.metrics.observe(model: served.name, service: service, code: status.code,
+                    context.metrics.observe(model: served.name, service: service, code: status.serveStatus.code,
                                             seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
                 }
             }

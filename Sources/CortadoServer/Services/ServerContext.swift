@@ -36,7 +36,7 @@ public final class ServerContext: @unchecked Sendable {
         self.sessions = SessionRegistry(limits: sessions)
         self.variants = VariantRegistry(maxLoaded: maxVariants, store: variantStore)
         // A stored variant's base is the version of its model served now.
-        variants.baseLookup = { [unowned repository] name throws(GRPCStatus) in
+        variants.baseLookup = { [unowned repository] name throws(ServeStatus) in
             let served = try repository.model(name)
             return (served.model, served.version)
         }
@@ -100,17 +100,11 @@ public final class ServerContext: @unchecked Sendable {
         }
     }
 
-    /// Maps any error to the status a client should see.
+    /// Maps any error to the gRPC status a client should see (as `ServeStatus(for:)` does for
+    /// the serving core).
     static func status(for error: Error) -> GRPCStatus {
         if let status = error as? GRPCStatus { return status }
-        if let error = error as? MLModelError {
-            switch error.code {
-            case .featureType, .parse: return GRPCStatus(.invalidArgument, error.description)
-            case .unsupported: return GRPCStatus(.unimplemented, error.description)
-            default: return GRPCStatus(.internal, error.description)
-            }
-        }
-        return GRPCStatus(.internal, "\(error)")
+        return GRPCStatus(ServeStatus(for: error))
     }
 
     /// Answers at once on the loop thread: for quick, non-blocking methods only.
@@ -137,10 +131,9 @@ public final class ServerContext: @unchecked Sendable {
     /// one, else alone on the model's scheduler. `rows` decodes and checks the request there;
     /// `encode` answers from its rows' results. Calls whose client left or whose deadline
     /// passed while queued are not run; every call is timed and counted.
-    /// `prefixReserved`: `encode` leaves the frame prefix's bytes free in front of the message.
-    func infer(_ call: GRPCServerCall, model: ServedModel, service: String, prefixReserved: Bool = false,
+    func infer(_ call: GRPCServerCall, model: ServedModel, service: String,
                rows: @escaping () throws -> [MLFeatureProvider], encode: @escaping ([MLFeatureProvider]) throws -> [UInt8]) {
-        submit(ClosureJob(call: call, prefixReserved: prefixReserved, metrics: (model, service, metrics), rows: rows, encode: encode), to: model)
+        submit(ClosureJob(call: call, metrics: (model, service, metrics), rows: rows, encode: encode), to: model)
     }
 
     /// Queues a prediction job on its model (its batcher, or its scheduler); a full queue
@@ -172,11 +165,13 @@ public final class ServerContext: @unchecked Sendable {
     }
 
     /// Records a call that failed before reaching a model (unknown model, bad request).
-    func rejected(_ call: GRPCServerCall, model: String, service: String, _ status: GRPCStatus) {
+    func rejected(_ call: GRPCServerCall, model: String, service: String, _ error: any Error) {
+        let status = Self.status(for: error)
         call.fail(status)
         let nanoseconds = DispatchTime.now().uptimeNanoseconds - call.receivedAt
-        metrics.observe(model: model, service: service, code: status.code, seconds: Double(nanoseconds) / 1e9)
-        metrics.callLog?.record(requestID: call.requestID, model: model, version: "", service: service, status: status.code, error: status.message,
+        let code = status.serveStatus.code
+        metrics.observe(model: model, service: service, code: code, seconds: Double(nanoseconds) / 1e9)
+        metrics.callLog?.record(requestID: call.requestID, model: model, version: "", service: service, status: code, error: status.message,
                                 nanoseconds: nanoseconds)
     }
 }

@@ -24,7 +24,7 @@ enum RESTInferCodec {
         var binaryOutput: Bool
     }
 
-    static func bad(_ message: String) -> GRPCStatus { GRPCStatus(.invalidArgument, message) }
+    static func bad(_ message: String) -> ServeStatus { ServeStatus(.invalidArgument, message) }
 
     /// Reads a request body. `headerLength`: the JSON part's length, when binary data follows.
     static func decode(_ body: [UInt8], headerLength: Int?, model: String, version: String) throws -> Request {
@@ -260,7 +260,7 @@ enum RESTInferCodec {
             }
             return
         }
-        guard let size = TensorMapping.elementSize(datatype) else { throw GRPCStatus(.internal, "output '\(name)': no JSON form for datatype \(datatype)") }
+        guard let size = TensorMapping.elementSize(datatype) else { throw ServeStatus(.internal, "output '\(name)': no JSON form for datatype \(datatype)") }
         let count = bytes.count / size
         for k in 0..<count {
             if k > 0 { w.comma() }

@@ -40,7 +40,7 @@ public final class RESTService: @unchecked Sendable {
         do {
             try route(request)
         } catch {
-            request.fail(ServerContext.status(for: error))
+            request.fail(ServeStatus(for: error))
         }
     }
 
@@ -56,7 +56,7 @@ public final class RESTService: @unchecked Sendable {
                 parts.append(String(segment))
                 continue
             }
-            guard let decoded = segment.removingPercentEncoding else { throw GRPCStatus(.invalidArgument, "malformed percent-encoding in \(request.path)") }
+            guard let decoded = segment.removingPercentEncoding else { throw ServeStatus(.invalidArgument, "malformed percent-encoding in \(request.path)") }
             parts.append(decoded)
         }
         guard parts.first == "v2" else { return notFound(request) }
@@ -121,13 +121,13 @@ public final class RESTService: @unchecked Sendable {
         do {
             if let text = request.header("inference-header-content-length") {
                 guard let n = Int(text.trimmingCharacters(in: .whitespaces)), n >= 0 else {
-                    throw GRPCStatus(.invalidArgument, "Inference-Header-Content-Length must be a byte count, got '\(text)'")
+                    throw ServeStatus(.invalidArgument, "Inference-Header-Content-Length must be a byte count, got '\(text)'")
                 }
                 headerLength = n
             }
             served = try context.repository.model(name, version: version)
         } catch {
-            let status = ServerContext.status(for: error)
+            let status = ServeStatus(for: error)
             request.fail(status)
             let nanoseconds = DispatchTime.now().uptimeNanoseconds - request.receivedAt
             context.metrics.observe(model: "", service: Self.service, code: status.code, seconds: Double(nanoseconds) / 1e9)
@@ -144,7 +144,7 @@ public final class RESTService: @unchecked Sendable {
         var readyOnly = false
         if !request.body.isEmpty {
             let parsed: Any
-            do { parsed = try MLJSONParser.parse(request.body) } catch { throw GRPCStatus(.invalidArgument, "the request body is not valid JSON: \(error)") }
+            do { parsed = try MLJSONParser.parse(request.body) } catch { throw ServeStatus(.invalidArgument, "the request body is not valid JSON: \(error)") }
             if let object = parsed as? [String: Any], let ready = object["ready"] as? NSNumber { readyOnly = ready.boolValue }
         }
         var w = JSONWriter()
@@ -169,7 +169,7 @@ public final class RESTService: @unchecked Sendable {
     /// the admin queue (they read files and compile), as RepositoryModelLoad/Unload.
     private func modelControl(_ request: HTTPServerRequest, name: String, load: Bool) {
         if let denied = context.policy.deniedModelControl(load ? "RepositoryModelLoad" : "RepositoryModelUnload") {
-            return request.fail(denied)
+            return request.fail(denied.serveStatus)
         }
         let repository = context.repository
         context.adminQueue.async {
@@ -177,7 +177,7 @@ public final class RESTService: @unchecked Sendable {
                 if load { _ = try repository.load(name) } else { try repository.unload(name) }
                 request.respond(HTTPServerResponse(status: 200))
             } catch {
-                request.fail(ServerContext.status(for: error))
+                request.fail(ServeStatus(for: error))
             }
         }
     }
@@ -293,7 +293,7 @@ public final class RESTService: @unchecked Sendable {
         do {
             return json(try message.jsonUTF8Bytes(options: options))
         } catch {
-            throw GRPCStatus(.internal, "could not encode the answer as JSON: \(error)")
+            throw ServeStatus(.internal, "could not encode the answer as JSON: \(error)")
         }
     }
 
@@ -310,8 +310,8 @@ public final class RESTService: @unchecked Sendable {
         return HTTPServerResponse(status: status, headers: [("Content-Type", "application/json")], body: w.bytes)
     }
 
-    /// The HTTP status for a gRPC status code: what the same call would get over gRPC.
-    static func httpStatus(_ code: GRPCStatus.Code) -> Int {
+    /// The HTTP status for a status code (the one the same call would get over gRPC).
+    static func httpStatus(_ code: ServeStatus.Code) -> Int {
         switch code {
         case .ok: return 200
         case .invalidArgument, .failedPrecondition, .outOfRange: return 400
@@ -335,11 +335,11 @@ extension HTTPServerRequest: PredictionCall {
     var deadline: UInt64? { nil }
     var requestID: String? { header("x-request-id") }
 
-    func fail(_ status: GRPCStatus) {
+    func fail(_ status: ServeStatus) {
         respond(RESTService.error(RESTService.httpStatus(status.code), status.message.isEmpty ? "\(status.code)" : status.message))
     }
 
-    func respond(_ message: [UInt8], framed: Bool) {
+    func respond(_ message: [UInt8]) {
         respond(RESTService.json(message))
     }
 }
