@@ -13,7 +13,7 @@ final class DynamicBatcherTests: XCTestCase {
 
     private func job() -> PredictionJob {
         let call = GRPCServerCall(path: "/a.B/C", request: [], metadata: [], deadline: nil, completion: Discard())
-        return ClosureJob(call: call, metrics: nil, rows: { [] }, encode: { _ in [] })
+        return ClosureJob(call: call, metrics: nil, decode: { MLFeatureColumns(count: 0) }, encode: { _ in [] })
     }
 
     final class Discard: GRPCCallCompletion, @unchecked Sendable {

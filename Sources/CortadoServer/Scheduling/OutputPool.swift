@@ -1,7 +1,8 @@
 import CortadoCore
 import Foundation
 
-/// Output arrays a model's one-row predictions write into (`MLPredictionOptions.outputBackings`)
+/// Output arrays a model's one-row predictions write into (`MLPredictionOptions.outputBackings`,
+/// each of shape [1] + the output's shape, as a one-row batch's output column)
 /// and that go back here once the response has been written from them, so steady-state
 /// predictions allocate no output arrays.
 ///
@@ -64,11 +65,11 @@ final class OutputPool: @unchecked Sendable {
         lock.withLock { if free.count < capacity { free.append(set) } }
     }
 
-    /// Learns the output shapes from a prediction that ran without backings.
-    func learn(from result: MLFeatureProvider) {
+    /// Learns the output shapes from a one-row prediction that ran without backings.
+    func learn(from outputs: MLFeatureColumns) {
         var found: [(name: String, shape: [Int], dataType: MLMultiArrayDataType)] = []
         for name in names {
-            guard let array = result.featureValue(for: name)?.multiArrayValue else { return }
+            guard outputs.count == 1, case .arrays(let array)? = outputs.column(name) else { return }
             found.append((name, array.shape, array.dataType))
         }
         lock.withLock { if layout == nil { layout = found } }

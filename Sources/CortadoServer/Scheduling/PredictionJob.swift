@@ -1,11 +1,13 @@
 import CortadoCore
 import Foundation
 
-/// One prediction call split into the steps a batch runs separately: read its rows (decode
-/// and check, on a worker), and answer from the rows' results. The dynamic batcher runs the
-/// rows of several jobs as one model execution and hands each job its share of the results.
-/// A service subclasses it (one object per call, holding what `rows` decoded for `encode`:
-/// the steps run in order, one thread at a time) or hands closures to `ClosureJob`.
+/// One prediction call as a task of the serving core: a deadline and a cancellation (its
+/// `call`), and the steps a batch runs separately: decode the request into a columnar batch
+/// (and check it, on a worker), and encode the answer from the batch's output columns; its
+/// completion is `deliver` or `fail`. The dynamic batcher runs the columns of several jobs as
+/// one model execution and hands each job its rows of the output columns. A codec subclasses
+/// it (one object per call, holding what `decode` read for `encode`: the steps run in order,
+/// one thread at a time) or hands closures to `ClosureJob`.
 class PredictionJob: @unchecked Sendable {
     let call: any PredictionCall
     /// Where `observe` counts the call (nil: not counted, as in tests).
@@ -16,13 +18,13 @@ class PredictionJob: @unchecked Sendable {
         self.metrics = metrics
     }
 
-    /// Decodes and checks the request: one feature provider per row. Each kind of job
-    /// overrides it.
-    func rows() throws -> [MLFeatureProvider] { preconditionFailure("\(type(of: self)) must override rows()") }
+    /// Decodes and checks the request: one column per input, rows along the first axis. Each
+    /// kind of job overrides it.
+    func decode() throws -> MLFeatureColumns { preconditionFailure("\(type(of: self)) must override decode()") }
 
-    /// Encodes the response from the results of this job's rows, in row order. Each kind of
-    /// job overrides it.
-    func encode(_ results: [MLFeatureProvider]) throws -> [UInt8] { preconditionFailure("\(type(of: self)) must override encode(_:)") }
+    /// Encodes the response from this job's output columns (its rows of the execution's).
+    /// Each kind of job overrides it.
+    func encode(_ outputs: MLFeatureColumns) throws -> [UInt8] { preconditionFailure("\(type(of: self)) must override encode(_:)") }
 
     /// Sends what `encode` made (on the worker, after the model's slot was given back). A job
     /// whose answer needs more than the message (HTTP headers, a frame prefix written in
@@ -87,21 +89,21 @@ class PredictionJob: @unchecked Sendable {
 
 /// A job whose steps are closures (services off the hot path, tests).
 final class ClosureJob: PredictionJob, @unchecked Sendable {
-    private let readRows: () throws -> [MLFeatureProvider]
-    private let encodeResults: ([MLFeatureProvider]) throws -> [UInt8]
+    private let decodeColumns: () throws -> MLFeatureColumns
+    private let encodeOutputs: (MLFeatureColumns) throws -> [UInt8]
 
     init(call: any PredictionCall, metrics: (model: ServedModel, service: String, registry: ServerMetrics)?,
-         rows: @escaping () throws -> [MLFeatureProvider], encode: @escaping ([MLFeatureProvider]) throws -> [UInt8]) {
-        readRows = rows
-        encodeResults = encode
+         decode: @escaping () throws -> MLFeatureColumns, encode: @escaping (MLFeatureColumns) throws -> [UInt8]) {
+        decodeColumns = decode
+        encodeOutputs = encode
         super.init(call: call, metrics: metrics)
     }
 
-    override func rows() throws -> [MLFeatureProvider] { try readRows() }
-    override func encode(_ results: [MLFeatureProvider]) throws -> [UInt8] { try encodeResults(results) }
+    override func decode() throws -> MLFeatureColumns { try decodeColumns() }
+    override func encode(_ outputs: MLFeatureColumns) throws -> [UInt8] { try encodeOutputs(outputs) }
 }
 
-/// What a job's `rows` step decoded, kept for its `encode` step (same call, one thread at a
+/// What a job's `decode` step read, kept for its `encode` step (same call, one thread at a
 /// time: the steps run in order on workers).
 final class JobState<T>: @unchecked Sendable {
     var value: T?

@@ -2,25 +2,25 @@ import CortadoCore
 import Foundation
 
 /// The straight route for models that run vectorized rows (`MLDenseFeaturePredicting`):
-/// a request's tensors are written column by column into one matrix of Doubles, the model
-/// runs it in one call, and each row's results become its output features. No feature value
-/// is made per input and no input is looked up by name, which is most of a call's cost when a
-/// model takes many scalar inputs (coremltools' XGBoost and scikit-learn converters give
-/// each feature its own input). Any request the route cannot take as it is (a missing
-/// optional input, a shape other than the declared one, BYTES) goes the general way, which
+/// a batch's columns are written into one matrix of Doubles, the model runs it in one call,
+/// and each row's results become its output columns. No feature value is made per input and
+/// no input is looked up per row, which is most of a call's cost when a model takes many
+/// scalar inputs (coremltools' XGBoost and scikit-learn converters give each feature its own
+/// input). Any batch the route cannot take as it is (a missing optional input, a column of
+/// another form or shape) goes the general way (`MLModel.predictions(fromColumns:)`), which
 /// answers it or explains what is wrong.
 final class DenseRoute: @unchecked Sendable {
     let model: any MLDenseFeaturePredicting
     let layout: MLInputVectorizer
-    /// Whether each field is an int64 input (its values read as integers first, as the
-    /// general route does).
+    /// Whether each field is an int64 input (read from an `.int64s` column).
     let integer: [Bool]
+    /// The model's outputs, in its description's order.
+    let outputNames: [String]
 
     /// Nil unless the model runs dense rows and every input it declares is a field of them.
     init?(model: MLModel, inputs: [TensorMapping]) {
         guard let dense = model.compiled as? any MLDenseFeaturePredicting, let layout = dense.denseInput,
               layout.fields.count == model.modelDescription.inputs.count else { return nil }
-        var fields: [(TensorMapping, Int)] = []
         var integer = Array(repeating: false, count: layout.fields.count)
         for (f, field) in layout.fields.enumerated() {
             guard let mapping = inputs.first(where: { $0.name == field.name }) else { return nil }
@@ -30,65 +30,44 @@ final class DenseRoute: @unchecked Sendable {
             case .multiArray where field.isArray && mapping.fixedRowShape == field.shape: break
             default: return nil
             }
-            fields.append((mapping, f))
         }
         self.model = dense
         self.layout = layout
         self.integer = integer
-        for (mapping, f) in fields { mapping.denseField = f }
+        outputNames = model.modelDescription.outputs.map(\.name)
     }
 
-    /// The rows of a request whose columns were read and checked (`InferenceRun`), or nil
-    /// when one of them does not fit the route as it is.
-    func rows(_ columns: [InferenceRun.Column], count: Int) -> [MLFeatureProvider]? {
-        guard columns.count == layout.fields.count else { return nil }
-        let rows = MLDenseRows(layout: layout, count: count, integer: integer)
-        let width = layout.length
-        // By index: each column read in place (a copy retains each of its fields).
-        for c in columns.indices {
-            let f = columns[c].mapping.denseField
-            guard f >= 0, columns[c].elements.datatype != "BYTES" else { return nil }
-            let field = layout.fields[f]
-            let elements = columns[c].elements
-            var at = rows.values + field.offset
-            if !field.isArray {
-                guard columns[c].rowShape.count <= 1, columns[c].rowShape.first ?? 1 == 1 else { return nil }
-                if integer[f] {
-                    for r in 0..<count { at[0] = Double(elements.int64(at: r)); at += width }
-                } else {
-                    for r in 0..<count { at[0] = elements.double(at: r); at += width }
+    /// The outputs of a batch whose every column fits the route as it is (a double field's
+    /// `.doubles`, an int64 field's `.int64s`, an array field's `.arrays` of its shape); nil
+    /// when one does not.
+    func predict(_ columns: MLFeatureColumns, modelName: String) throws -> MLFeatureColumns? {
+        let n = columns.count, width = layout.length, d = model.outputWidth
+        guard n > 0, columns.names.count == layout.fields.count else { return nil }
+        let rows: [MLFeatureProvider]? = try withUnsafeTemporaryAllocation(of: Double.self, capacity: n * (width + d)) { buffer in
+            let x = buffer.baseAddress!, y = x + n * width
+            for (f, field) in layout.fields.enumerated() {
+                guard let column = columns.column(field.name) else { return nil }
+                var at = x + field.offset
+                switch column {
+                case .doubles(let values) where !field.isArray && !integer[f]:
+                    for r in 0..<n { at[0] = values[r]; at += width }
+                case .int64s(let values) where !field.isArray && integer[f]:
+                    for r in 0..<n { at[0] = Double(values[r]); at += width }
+                case .arrays(let array) where field.isArray && array.shape.count == field.shape.count + 1
+                    && array.shape.first == n && array.shape.dropFirst().elementsEqual(field.shape):
+                    let k = field.width
+                    if array.isContiguous && array.dataType == .float32 {
+                        let p = array.dataPointer.assumingMemoryBound(to: Float.self)
+                        for r in 0..<n { for i in 0..<k { at[i] = Double(p[r * k + i]) }; at += width }
+                    } else if array.isContiguous && array.dataType == .double {
+                        let p = array.dataPointer.assumingMemoryBound(to: Double.self)
+                        for r in 0..<n { at.update(from: p + r * k, count: k); at += width }
+                    } else {
+                        for r in 0..<n { for i in 0..<k { at[i] = array.double(at: r * k + i) }; at += width }
+                    }
+                default:
+                    return nil
                 }
-            } else {
-                guard columns[c].rowShape == field.shape else { return nil }
-                let n = field.width
-                for r in 0..<count {
-                    for i in 0..<n { at[i] = elements.double(at: r * n + i) }
-                    at += width
-                }
-            }
-        }
-        return (0..<count).map { rows.row($0) }
-    }
-
-    /// Runs rows this route made; nil when any row is of another kind.
-    func predict(_ rows: [MLFeatureProvider], modelName: String) throws -> [MLFeatureProvider]? {
-        guard let first = rows.first as? MLDenseRow, first.rows.layout.length == layout.length else { return nil }
-        let width = layout.length, d = model.outputWidth, n = rows.count
-        var contiguous = true
-        for (i, row) in rows.enumerated() {
-            guard let row = row as? MLDenseRow else { return nil }
-            if row.rows !== first.rows || row.index != first.index + i { contiguous = false }
-        }
-        return try withUnsafeTemporaryAllocation(of: Double.self, capacity: n * d + (contiguous ? 0 : n * width)) { buffer in
-            let y = buffer.baseAddress!
-            var x = first.values
-            if !contiguous {
-                // Rows of several requests (the dynamic batcher): gathered into one matrix.
-                let gathered = y + n * d
-                for (i, row) in rows.enumerated() {
-                    (gathered + i * width).update(from: (row as! MLDenseRow).values, count: width)
-                }
-                x = UnsafePointer(gathered)
             }
             model.predict(rows: x, count: n, into: y)
             do {
@@ -97,5 +76,7 @@ final class DenseRoute: @unchecked Sendable {
                 throw error.inModel(modelName)
             }
         }
+        guard let rows else { return nil }
+        return try MLFeatureColumns(stacking: rows, names: outputNames)
     }
 }

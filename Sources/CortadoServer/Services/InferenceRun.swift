@@ -22,31 +22,7 @@ final class InferenceRun {
         self.init(request: InferRequestView(request), served: served, sharedMemory: sharedMemory)
     }
 
-    struct Result {
-        var message: Inference_ModelInferResponse
-        var rows: Int
-    }
-
     func bad(_ message: String) -> GRPCStatus { GRPCStatus(.invalidArgument, message) }
-
-    func run() throws -> Result {
-        let rows = try rows()
-        let results: [MLFeatureProvider]
-        if rows.count == 1 {
-            results = [try served.model.prediction(from: rows[0])]
-        } else {
-            let out = try served.model.predictions(fromBatch: MLArrayBatchProvider(array: rows))
-            results = (0..<out.count).map { out.features(at: $0) }
-        }
-        return Result(message: try respond(results), rows: rows.count)
-    }
-
-    /// Reads and checks the input tensors: one feature provider per row.
-    func rows() throws -> [MLFeatureProvider] {
-        // Raw inputs are read where they lie in the request's storage, and copied into the
-        // rows' values before this returns.
-        try request.storage.withUnsafeBytes { storage in try rows(storage) }
-    }
 
     /// One input tensor's elements, the model input they feed and each row's shape.
     struct Column {
@@ -55,7 +31,18 @@ final class InferenceRun {
         let rowShape: [Int]
     }
 
-    private func rows(_ storage: UnsafeRawBufferPointer) throws -> [MLFeatureProvider] {
+    /// Reads and checks the input tensors into a columnar batch: one column per input, rows
+    /// along the first axis. A raw FP32, FP64, INT32 or FP16 tensor for a multi-array input
+    /// becomes an array over the request's own bytes (no copy: the run, which holds the
+    /// request, is among the batch's owners); scalars become `.doubles` / `.int64s`; strings,
+    /// JSON features, sequences and images one value per row.
+    func columns() throws -> MLFeatureColumns {
+        // The request's storage is a `let` of this object and never changes, so the address
+        // its bytes have here holds as long as the run lives (the batch keeps it alive).
+        try request.storage.withUnsafeBytes { storage in try columns(storage) }
+    }
+
+    private func columns(_ storage: UnsafeRawBufferPointer) throws -> MLFeatureColumns {
         let model = served.model
         let mappings = served.tensorInputs
         var batch = -1
@@ -82,23 +69,11 @@ final class InferenceRun {
         if batch < 0 { batch = 1 }
         guard batch >= 1 else { throw bad("the batch is empty") }
         guard batch <= Int(InferenceService.maxBatchSize) else { throw bad("batch of \(batch) rows is larger than max_batch_size \(InferenceService.maxBatchSize)") }
-        // Models that run vectorized rows take the columns straight into one matrix.
-        if let route = served.dense,
-           let rows = route.rows(columns, count: batch) {
-            return rows
+        let out = MLFeatureColumns(count: batch, owners: [self])
+        for c in columns.indices {
+            out.set(columns[c].mapping.name, try column(columns[c], rows: batch))
         }
-
-        var providers: [MLFeatureProvider] = []
-        providers.reserveCapacity(batch)
-        for row in 0..<batch {
-            var values: [(name: String, value: MLFeatureValue)] = []
-            values.reserveCapacity(columns.count)
-            for c in columns.indices {
-                values.append((columns[c].mapping.name, try value(row: row, column: columns[c])))
-            }
-            providers.append(MLFeatureListProvider.make(values))
-        }
-        return providers
+        return out
     }
 
     /// Checks one input tensor against the model's inputs and reads its elements; with the
@@ -185,7 +160,7 @@ final class InferenceRun {
         }
         if let raw {
             guard raw.count == bytes else { throw bad("input '\(name)': shape \(shape) of \(datatype) needs \(bytes) bytes, raw_input_contents has \(raw.count)") }
-            return TensorElements(datatype: datatype, shape: shape, raw: raw, strings: [], owner: nil)
+            return TensorElements(datatype: datatype, shape: shape, raw: raw, strings: [], owner: self)
         }
         let box = DataBox(try typedBytes(tensor.contents ?? Inference_InferTensorContents(), datatype: datatype, count: count, name: name))
         return TensorElements(datatype: datatype, shape: shape, raw: box.buffer, strings: [], owner: box)
@@ -213,8 +188,8 @@ final class InferenceRun {
         }
     }
 
-    /// One row's value of one input.
-    private func value(row: Int, column: borrowing Column) throws -> MLFeatureValue {
+    /// One input's column for `rows` rows (the checks a row's value had, once per column).
+    private func column(_ column: borrowing Column, rows: Int) throws -> MLFeatureColumn {
         let mapping = column.mapping, elements = column.elements, rowShape = column.rowShape
         let name = mapping.name
         let perRow = rowShape.reduce(1, *)
@@ -223,35 +198,51 @@ final class InferenceRun {
         case .int64, .double:
             guard numeric else { throw bad("input '\(name)': expected a numeric tensor (\(mapping.datatype)), got BYTES") }
             guard perRow == 1 else { throw bad("input '\(name)' is a scalar: each row holds one value, got shape \(rowShape)") }
-            if case .int64 = mapping.kind { return MLFeatureValue(int64: elements.int64(at: row)) }
-            return MLFeatureValue(double: elements.double(at: row))
+            if case .int64 = mapping.kind { return .int64s((0..<rows).map { elements.int64(at: $0) }) }
+            return .doubles((0..<rows).map { elements.double(at: $0) })
         case .string:
             guard !numeric else { throw bad("input '\(name)': expected BYTES (a string), got \(elements.datatype)") }
             guard perRow == 1 else { throw bad("input '\(name)' is a string: each row holds one element, got shape \(rowShape)") }
-            return MLFeatureValue(string: String(decoding: elements.strings[row], as: UTF8.self))
+            return .values((0..<rows).map { MLFeatureValue(string: String(decoding: elements.strings[$0], as: UTF8.self)) })
         case .json:
             guard !numeric else { throw bad("input '\(name)': expected BYTES holding the feature's JSON, got \(elements.datatype)") }
-            let parsed: Any
-            do { parsed = try MLJSONParser.parse(elements.strings[row]) } catch { throw bad("input '\(name)': the BYTES element is not JSON: \(error)") }
-            return try MLFeatureJSON.decode(parsed, as: mapping.feature)
+            return .values(try (0..<rows).map { row in
+                let parsed: Any
+                do { parsed = try MLJSONParser.parse(elements.strings[row]) } catch { throw bad("input '\(name)': the BYTES element is not JSON: \(error)") }
+                return try MLFeatureJSON.decode(parsed, as: mapping.feature)
+            })
         case .int64Sequence:
             guard numeric else { throw bad("input '\(name)': expected an INT64 tensor, got BYTES") }
-            return MLFeatureValue(sequence: MLSequence(int64s: (0..<perRow).map { elements.int64(at: row * perRow + $0) }))
+            return .values((0..<rows).map { row in
+                MLFeatureValue(sequence: MLSequence(int64s: (0..<perRow).map { elements.int64(at: row * perRow + $0) }))
+            })
         case .multiArray(let declared):
             guard numeric else { throw bad("input '\(name)': expected a numeric tensor, got BYTES") }
-            let wire = TensorMapping.arrayType(elements.datatype)
-            let array = try MLMultiArray(shape: rowShape, dataType: wire ?? declared ?? .double)
-            if wire != nil {
-                let size = array.dataType.size
-                if perRow > 0 { array.dataPointer.copyMemory(from: elements.raw.baseAddress!.advanced(by: row * perRow * size), byteCount: perRow * size) }
-            } else {
-                for i in 0..<perRow { array.setDouble(elements.double(at: row * perRow + i), at: i) }
+            let shape = [rows] + rowShape
+            guard let wire = TensorMapping.arrayType(elements.datatype) else {
+                // Another wire type (INT64, UINT8, …): converted into the declared type.
+                let array = try MLMultiArray(shape: shape, dataType: declared ?? .double)
+                for i in 0..<rows * perRow { array.setDouble(elements.double(at: i), at: i) }
+                return .arrays(array)
             }
-            return MLFeatureValue(multiArray: array)
+            let size = wire.size
+            if let owner = elements.owner, let base = elements.raw.baseAddress, Int(bitPattern: base) % size == 0 {
+                // The tensor's bytes where they lie (the request's, or its typed contents'),
+                // kept alive by the array.
+                return .arrays(try MLMultiArray(dataPointer: UnsafeMutableRawPointer(mutating: base), shape: shape, dataType: wire,
+                                                strides: MLMultiArray.rowMajorStrides(shape), owner: owner))
+            }
+            // Shared memory (its client may rewrite or unregister it), or bytes not aligned
+            // for their type: one copy.
+            let array = try MLMultiArray(shape: shape, dataType: wire)
+            if rows * perRow > 0 { array.dataPointer.copyMemory(from: elements.raw.baseAddress!, byteCount: rows * perRow * size) }
+            return .arrays(array)
         case .probabilities:
             throw bad("input '\(name)' cannot be a class-probability tensor")
         case .image:
-            return MLFeatureValue(image: try image(row: row, name: name, elements: elements, rowShape: rowShape))
+            return .values(try (0..<rows).map { row in
+                MLFeatureValue(image: try image(row: row, name: name, elements: elements, rowShape: rowShape))
+            })
         }
     }
 
@@ -294,13 +285,13 @@ final class InferenceRun {
         var bytes: Range<Int>
     }
 
-    /// The response for the rows' results (in row order), serialized by hand
+    /// The response for the batch's results, serialized by hand
     /// (`ProtobufWriter`): model name, version and id, then each output's description
     /// (field 5), then each output's bytes (field 6), copied once from the model's (or the
     /// pool's) arrays into the message.
     /// `reservingPrefix`: leave `GRPCMessageWriter.prefixLength` bytes in front for the
     /// transport's frame prefix.
-    func serializedResponse(_ results: [MLFeatureProvider], reservingPrefix: Bool = false) throws -> [UInt8] {
+    func serializedResponse(_ results: MLFeatureColumns, reservingPrefix: Bool = false) throws -> [UInt8] {
         let (tensors, raw) = try outputs(results)
         var w = ProtobufWriter(capacity: 64 + raw.count + tensors.count * 48)
         if reservingPrefix { w.bytes.append(contentsOf: repeatElement(0, count: GRPCMessageWriter.prefixLength)) }
@@ -337,14 +328,9 @@ final class InferenceRun {
         return w.bytes
     }
 
-    /// The response as a message (what `serializedResponse` wrote, read back).
-    func respond(_ results: [MLFeatureProvider]) throws -> Inference_ModelInferResponse {
-        try Inference_ModelInferResponse(serializedBytes: serializedResponse(results))
-    }
-
     /// The requested outputs (all, when the request names none), their bytes in one buffer;
     /// shared-memory outputs are written to the client's region.
-    func outputs(_ results: [MLFeatureProvider]) throws -> (tensors: [OutputTensor], raw: [UInt8]) {
+    func outputs(_ results: MLFeatureColumns) throws -> (tensors: [OutputTensor], raw: [UInt8]) {
         let model = served.model
         let mappings = served.tensorOutputs
         // Every output when the request names none (no list is built for that case).
@@ -391,12 +377,16 @@ final class InferenceRun {
         return (tensors, raw)
     }
 
-    /// Appends one output's bytes for every row to `data`; returns its description.
-    private func encode(_ mapping: TensorMapping, _ results: [MLFeatureProvider], classification: Int?, into data: inout [UInt8]) throws -> OutputTensor {
+    /// Appends one output's bytes for every row to `data`, from its column (an `.arrays`
+    /// column in one copy, scalars straight from their lists); returns its description.
+    private func encode(_ mapping: TensorMapping, _ results: MLFeatureColumns, classification: Int?, into data: inout [UInt8]) throws -> OutputTensor {
         var tensor = OutputTensor(mapping: mapping, datatype: mapping.datatype, shape: [], bytes: 0..<0)
         let rows = results.count
+        guard let column = results.column(mapping.name) else {
+            throw GRPCStatus(.internal, "the model produced no value for output '\(mapping.name)'")
+        }
         func value(_ r: Int) throws -> MLFeatureValue {
-            guard let v = results[r].featureValue(for: mapping.name) else {
+            guard let v = results.value(mapping.name, row: r), !v.isUndefined else {
                 throw GRPCStatus(.internal, "the model produced no value for output '\(mapping.name)'")
             }
             return v
@@ -420,10 +410,18 @@ final class InferenceRun {
         }
         switch mapping.kind {
         case .int64:
-            for r in 0..<rows { append(try value(r).int64Value.littleEndian) }
+            if case .int64s(let values) = column {
+                values.withUnsafeBytes { data.append(contentsOf: $0) }
+            } else {
+                for r in 0..<rows { append(try value(r).int64Value.littleEndian) }
+            }
             tensor.shape = mapping.batchShape(rows)
         case .double:
-            for r in 0..<rows { append(try value(r).doubleValue) }
+            if case .doubles(let values) = column {
+                values.withUnsafeBytes { data.append(contentsOf: $0) }
+            } else {
+                for r in 0..<rows { append(try value(r).doubleValue) }
+            }
             tensor.shape = mapping.batchShape(rows)
         case .string:
             for r in 0..<rows { TensorBytes.append(try value(r).stringValue.utf8, to: &data) }
@@ -451,6 +449,17 @@ final class InferenceRun {
             }
             tensor.shape = [Int64(rows), Int64(max(width, 0))]
         case .multiArray:
+            if case .arrays(let array) = column {
+                // Every row in one copy.
+                if array.isContiguous {
+                    data.append(contentsOf: UnsafeRawBufferPointer(start: array.dataPointer, count: array.count * array.dataType.size))
+                } else {
+                    data.append(contentsOf: MultiArrayBytes.contiguousData(array))
+                }
+                tensor.datatype = TensorMapping.datatype(array.dataType)
+                tensor.shape = array.shape.map { Int64($0) }
+                return tensor
+            }
             var shape: [Int]?
             var type: MLMultiArrayDataType?
             for r in 0..<rows {

@@ -268,7 +268,7 @@ public final class InferenceService: ScopedService, @unchecked Sendable {
 }
 
 /// One ModelInfer call (unary, or one message of a stream) as a prediction job: decoded on
-/// the worker, its `InferenceRun` kept for the answer.
+/// the worker into columns, its `InferenceRun` kept for the answer.
 final class ModelInferJob: PredictionJob, @unchecked Sendable {
     private let grpcCall: GRPCServerCall
     private let served: ServedModel
@@ -284,15 +284,15 @@ final class ModelInferJob: PredictionJob, @unchecked Sendable {
         super.init(call: call, metrics: (served, InferenceService.service, context.metrics))
     }
 
-    override func rows() throws -> [MLFeatureProvider] {
+    override func decode() throws -> MLFeatureColumns {
         // The hand-written decoder takes the common form of the request, SwiftProtobuf the rest.
         let request = try ModelInferRequestDecoder.decode(grpcCall.request) ?? InferRequestView(context.decode(Inference_ModelInferRequest.self, grpcCall))
         let run = InferenceRun(request: request, served: served, sharedMemory: context.sharedMemory)
         self.run = run
-        return try run.rows()
+        return try run.columns()
     }
 
-    override func encode(_ results: [MLFeatureProvider]) throws -> [UInt8] {
+    override func encode(_ results: MLFeatureColumns) throws -> [UInt8] {
         guard streamed else {
             // Framed here, while the bytes are not yet shared (no copy).
             var bytes = try run!.serializedResponse(results, reservingPrefix: true)

@@ -131,9 +131,18 @@ public final class ServerContext: @unchecked Sendable {
     /// one, else alone on the model's scheduler. `rows` decodes and checks the request there;
     /// `encode` answers from its rows' results. Calls whose client left or whose deadline
     /// passed while queued are not run; every call is timed and counted.
+    /// The rows become columns (`MLFeatureColumns(stacking:)`: the model's inputs that any
+    /// row holds), and `encode` reads the output columns' rows.
     func infer(_ call: GRPCServerCall, model: ServedModel, service: String,
                rows: @escaping () throws -> [MLFeatureProvider], encode: @escaping ([MLFeatureProvider]) throws -> [UInt8]) {
-        submit(ClosureJob(call: call, metrics: (model, service, metrics), rows: rows, encode: encode), to: model)
+        let inputs = model.model.modelDescription.inputs.map(\.name)
+        submit(ClosureJob(call: call, metrics: (model, service, metrics), decode: {
+            let rows = try rows()
+            let names = inputs.filter { name in rows.contains { $0.featureValue(for: name) != nil } }
+            return try MLFeatureColumns(stacking: rows, names: names)
+        }, encode: { outputs in
+            try encode((0..<outputs.count).map { outputs.features(at: $0) })
+        }), to: model)
     }
 
     /// Queues a prediction job on its model (its batcher, or its scheduler); a full queue

@@ -39,9 +39,6 @@ final class TensorMapping: @unchecked Sendable {
     /// `dims` as one row's shape (empty when a dimension is flexible), and the shape of a
     /// one-row tensor ([1] + dims): made once, shared by every request that has them.
     private(set) var fixedRowShape: [Int] = []
-    /// The input's field in the model's dense rows (`DenseRoute`), -1 for none: set once
-    /// when the served model is made, before any request reads it.
-    var denseField = -1
     private var oneRowShape: [Int64] = []
 
     var name: String { feature.name }

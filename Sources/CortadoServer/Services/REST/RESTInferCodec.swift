@@ -184,7 +184,7 @@ enum RESTInferCodec {
     // MARK: answers
 
     /// The answer's body, and the length of its JSON part when binary outputs follow it.
-    static func encode(_ run: InferenceRun, _ results: [MLFeatureProvider], binaryOutput: Bool) throws -> (body: [UInt8], headerLength: Int?) {
+    static func encode(_ run: InferenceRun, _ results: MLFeatureColumns, binaryOutput: Bool) throws -> (body: [UInt8], headerLength: Int?) {
         let (tensors, raw) = try run.outputs(results)
         let requested = run.request.outputs
         var w = JSONWriter(capacity: 128 + raw.count * 3)

@@ -345,7 +345,8 @@ extension HTTPServerRequest: PredictionCall {
 }
 
 /// One REST inference request as a prediction job: the body decoded on the worker into the
-/// form `InferenceRun` reads, the answer encoded as JSON (and binary data).
+/// form `InferenceRun` reads and from there into columns (as a ModelInfer call), the answer
+/// encoded as JSON (and binary data) from the output columns.
 final class RESTInferJob: PredictionJob, @unchecked Sendable {
     private let request: HTTPServerRequest
     private let served: ServedModel
@@ -364,15 +365,15 @@ final class RESTInferJob: PredictionJob, @unchecked Sendable {
         super.init(call: request, metrics: (served, RESTService.service, context.metrics))
     }
 
-    override func rows() throws -> [MLFeatureProvider] {
+    override func decode() throws -> MLFeatureColumns {
         let decoded = try RESTInferCodec.decode(request.body, headerLength: headerLength, model: served.name, version: served.version)
         binaryOutput = decoded.binaryOutput
         let run = InferenceRun(request: decoded.view, served: served, sharedMemory: context.sharedMemory)
         self.run = run
-        return try run.rows()
+        return try run.columns()
     }
 
-    override func encode(_ results: [MLFeatureProvider]) throws -> [UInt8] {
+    override func encode(_ results: MLFeatureColumns) throws -> [UInt8] {
         let (body, headerLength) = try RESTInferCodec.encode(run!, results, binaryOutput: binaryOutput)
         answerHeaderLength = headerLength
         return body
