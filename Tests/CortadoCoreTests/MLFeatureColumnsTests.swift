@@ -8,7 +8,7 @@ import XCTest
 /// `z` = 2·d (a double), `n` = i + 1 (an int64) and `t` = s + "!" (a string). It registers
 /// under a Model.Type case no Cortado kind implements.
 private enum RowsOnlyKind: MLModelKind {
-    static let specTypes = ["itemSimilarityRecommender"]
+    static let specTypes = ["gazetteer"]
     static func compile(_ spec: CoreML_Specification_Model, context: MLCompileContext) throws -> any MLCompiledModel { Rows() }
 
     final class Rows: MLCompiledModel {
@@ -60,7 +60,7 @@ final class MLFeatureColumnsTests: XCTestCase {
             feature("z") { $0.doubleType = .init() }, feature("y") { $0.multiArrayType = array([3]) },
             feature("n") { $0.int64Type = .init() }, feature("t") { $0.stringType = .init() },
         ]
-        s.type = .itemSimilarityRecommender(.init())
+        s.type = .gazetteer(.init())
         return try MLModel(data: try s.serializedData(), name: "rows")
     }
 
