@@ -112,7 +112,7 @@ public struct MLClassifierOutputNames: Sendable {
     }
 
     /// The winning class's label value (the shared one when `labels` are the ones given at init).
-    private func label(_ winner: Int, _ labels: MLClassLabels) -> MLFeatureValue {
+    func label(_ winner: Int, _ labels: MLClassLabels) -> MLFeatureValue {
         winner < labelValues.count && labelValues.count == labels.count ? labelValues[winner] : labels.value(at: winner)
     }
 

@@ -22,6 +22,142 @@ public protocol MLDenseFeaturePredicting: MLDenseBatchPredicting {
     var denseInput: MLInputVectorizer? { get }
     /// One row's output features from the `outputWidth` Doubles `predict` wrote for it.
     func outputFeatures(dense row: UnsafePointer<Double>) throws -> MLFeatureProvider
+    /// The output columns of `count` rows from the `count × outputWidth` Doubles `predict`
+    /// wrote, array outputs into `options.outputBackings` ([rows] + shape) when given. The
+    /// default stacks `outputFeatures(dense:)` row by row; kinds write their columns directly.
+    func outputColumns(dense rows: UnsafePointer<Double>, count: Int, options: MLPredictionOptions) throws -> MLFeatureColumns
+}
+
+extension MLDenseFeaturePredicting {
+    public func outputColumns(dense rows: UnsafePointer<Double>, count: Int, options: MLPredictionOptions) throws -> MLFeatureColumns {
+        let features = try (0..<count).map { try outputFeatures(dense: rows + $0 * outputWidth) }
+        return try MLFeatureColumns(stacking: features, names: features.first?.featureNames.sorted() ?? [], backings: options.outputBackings)
+    }
+}
+
+/// The columnar path of a dense model: the matrix is filled straight from the input columns
+/// (`.doubles`, `.int64s`, `.arrays` read as they lie; no feature value per input, no lookup by
+/// name per row), run in one call, and its results written as columns. A batch the matrix
+/// cannot take as it is (an input left out, values of another kind) runs row by row, which
+/// answers it or explains what is wrong.
+extension MLColumnarPredicting where Self: MLDenseFeaturePredicting {
+    public func predictions(columns: MLFeatureColumns, options: MLPredictionOptions) throws -> MLFeatureColumns {
+        let n = columns.count
+        guard n > 0, let layout = denseInput, layout.length == inputWidth else {
+            return try rowPredictions(columns: columns, options: options)
+        }
+        let x = UnsafeMutablePointer<Double>.allocate(capacity: Swift.max(1, n * layout.length))
+        defer { x.deallocate() }
+        guard layout.fill(x, from: columns) else { return try rowPredictions(columns: columns, options: options) }
+        let y = UnsafeMutablePointer<Double>.allocate(capacity: Swift.max(1, n * outputWidth))
+        defer { y.deallocate() }
+        predict(rows: x, count: n, into: y)
+        return try outputColumns(dense: y, count: n, options: options)
+    }
+}
+
+extension MLInputVectorizer {
+    /// Writes the rows of `columns` (row-major, `length` Doubles a row) into `out`, each input
+    /// read from its column as it lies; false when a column is missing or holds something the
+    /// rows' `gather` would not read (left for the row path to answer or refuse). Values are
+    /// read as `gather` reads them: an int64 as its Double, a double as it is.
+    public func fill(_ out: UnsafeMutablePointer<Double>, from columns: MLFeatureColumns) -> Bool {
+        let n = columns.count, width = length
+        for field in fields {
+            guard let column = columns.column(field.name) else { return false }
+            var at = out + field.offset
+            switch column {
+            case .doubles(let v):
+                guard !field.isArray, v.count == n else { return false }
+                for r in 0..<n { at[0] = v[r]; at += width }
+            case .int64s(let v):
+                guard !field.isArray, v.count == n else { return false }
+                for r in 0..<n { at[0] = Double(v[r]); at += width }
+            case .arrays(let a):
+                // A field of `width` values a row (a scalar field: one); the rows' arrays each hold
+                // as many (the shape was checked against the description).
+                guard a.shape.first == n, a.count == n * field.width else { return false }
+                Self.copy(a, rows: n, rowWidth: field.width, into: at, stride: width)
+            case .values(let values):
+                guard values.count == n else { return false }
+                for value in values {
+                    switch value.storage {
+                    case .double(let d) where !field.isArray: at[0] = d
+                    case .int64(let i) where !field.isArray: at[0] = Double(i)
+                    case .multiArray(let a) where field.isArray && a.count == field.width: a.copyDoubles(into: at)
+                    default: return false
+                    }
+                    at += width
+                }
+            }
+        }
+        return true
+    }
+
+    /// Copies `rows` rows of `rowWidth` elements of `array` (converted to Double) to `out`, a
+    /// row every `stride` Doubles.
+    static func copy(_ array: MLMultiArray, rows: Int, rowWidth: Int, into out: UnsafeMutablePointer<Double>, stride: Int) {
+        guard array.isContiguous else {
+            for r in 0..<rows {
+                for i in 0..<rowWidth { out[r * stride + i] = array.double(at: r * rowWidth + i) }
+            }
+            return
+        }
+        func copyRows<T>(_ type: T.Type, _ convert: (T) -> Double) {
+            let source = array.dataPointer.assumingMemoryBound(to: T.self)
+            for r in 0..<rows {
+                let from = source + r * rowWidth, to = out + r * stride
+                for i in 0..<rowWidth { to[i] = convert(from[i]) }
+            }
+        }
+        switch array.dataType {
+        case .double:
+            if rowWidth == stride {
+                out.update(from: array.dataPointer.assumingMemoryBound(to: Double.self), count: rows * rowWidth)
+            } else {
+                copyRows(Double.self) { $0 }
+            }
+        case .float32: copyRows(Float.self) { Double($0) }
+        case .float16: copyRows(Float16.self) { Double(Float($0)) }
+        case .int32: copyRows(Int32.self) { Double($0) }
+        }
+    }
+}
+
+extension MLClassifierOutputNames {
+    /// A classifier's output columns for `count` rows of per-class scores (`labels.count` a row,
+    /// in label order), set into `columns`: the winning label (`.int64s` for int64 labels,
+    /// `.values` for strings) and the label → score dictionaries (`.values`), as `provider` gives
+    /// them row by row (ties to the first class).
+    public func setColumns(labels: MLClassLabels, scores: UnsafePointer<Double>, count: Int, in columns: MLFeatureColumns) {
+        let k = labels.count
+        var winners = [Int](repeating: 0, count: count)
+        for r in 0..<count {
+            let p = scores + r * k
+            var winner = 0
+            for c in 1..<k where p[c] > p[winner] { winner = c }
+            winners[r] = winner
+        }
+        if let probabilities = probabilitiesName {
+            let dictionaries = (0..<count).map { labels.dictionary(scores: UnsafeBufferPointer(start: scores + $0 * k, count: k)) }
+            // One name for both: the probabilities win, as in `provider`.
+            if probabilities == labelName {
+                columns.set(probabilities, .values(dictionaries))
+                return
+            }
+            setLabels(labels, winners: winners, in: columns)
+            columns.set(probabilities, .values(dictionaries))
+        } else {
+            setLabels(labels, winners: winners, in: columns)
+        }
+    }
+
+    private func setLabels(_ labels: MLClassLabels, winners: [Int], in columns: MLFeatureColumns) {
+        switch labels {
+        case .int64s(let l): columns.set(labelName, .int64s(winners.map { l[$0] }))
+        case .strings: columns.set(labelName, .values(winners.map { label($0, labels) }))
+        }
+    }
 }
 
 /// Rows already vectorized (`MLInputVectorizer`'s layout) in one row-major matrix, as a

@@ -8,7 +8,7 @@ import XCTest
 /// `z` = 2·d (a double), `n` = i + 1 (an int64) and `t` = s + "!" (a string). It registers
 /// under a Model.Type case no Cortado kind implements.
 private enum RowsOnlyKind: MLModelKind {
-    static let specTypes = ["itemSimilarityRecommender"]
+    static let specTypes = ["gazetteer"]
     static func compile(_ spec: CoreML_Specification_Model, context: MLCompileContext) throws -> any MLCompiledModel { Rows() }
 
     final class Rows: MLCompiledModel {
@@ -60,7 +60,7 @@ final class MLFeatureColumnsTests: XCTestCase {
             feature("z") { $0.doubleType = .init() }, feature("y") { $0.multiArrayType = array([3]) },
             feature("n") { $0.int64Type = .init() }, feature("t") { $0.stringType = .init() },
         ]
-        s.type = .itemSimilarityRecommender(.init())
+        s.type = .gazetteer(.init())
         return try MLModel(data: try s.serializedData(), name: "rows")
     }
 
@@ -189,6 +189,39 @@ final class MLFeatureColumnsTests: XCTestCase {
             MLSingleFeatureProvider(name: "a", value: MLFeatureValue(multiArray: try MLMultiArray(shape: [3], dataType: .double))),
         ]
         guard case .values = try MLFeatureColumns(stacking: ragged, names: ["a"]).column("a")! else { return XCTFail() }
+    }
+
+    // MARK: Dense rows
+
+    func testDenseRowsFillFromColumnsAsGatherReadsRows() throws {
+        func described(_ name: String, _ set: (inout CoreML_Specification_FeatureType) -> Void) throws -> MLFeatureDescription {
+            var f = CoreML_Specification_FeatureDescription()
+            f.name = name
+            set(&f.type)
+            return try MLFeatureDescription(f)
+        }
+        let layout = try MLInputVectorizer(inputs: [
+            described("d") { $0.doubleType = .init() }, described("a") { $0.multiArrayType.shape = [2, 3]; $0.multiArrayType.dataType = .float32 },
+            described("i") { $0.int64Type = .init() }, described("v") { $0.doubleType = .init() },
+        ])
+        let n = 4
+        let columns = try inputs(n, seed: 3)
+        columns.set("v", .values((0..<n).map { $0 % 2 == 0 ? MLFeatureValue(double: Double($0) / 3) : MLFeatureValue(int64: Int64($0)) }))
+        var matrix = [Double](repeating: .nan, count: n * layout.length)
+        XCTAssertTrue(matrix.withUnsafeMutableBufferPointer { layout.fill($0.baseAddress!, from: columns) })
+        for r in 0..<n {
+            XCTAssertEqual(Array(matrix[(r * layout.length)..<((r + 1) * layout.length)]), try layout.vector(columns.features(at: r)), "row \(r)")
+        }
+        // What the rows would read otherwise is left to them.
+        for (name, column) in [("i", MLFeatureColumn.values(Array(repeating: MLFeatureValue(undefined: .int64), count: n))),
+                               ("d", .values(Array(repeating: MLFeatureValue(string: "1"), count: n))),
+                               ("a", .doubles(Array(repeating: 1, count: n)))] {
+            let odd = try inputs(n, seed: 3)
+            odd.set("v", .doubles(Array(repeating: 0, count: n)))
+            odd.set(name, column)
+            XCTAssertFalse(matrix.withUnsafeMutableBufferPointer { layout.fill($0.baseAddress!, from: odd) }, name)
+        }
+        XCTAssertFalse(matrix.withUnsafeMutableBufferPointer { layout.fill($0.baseAddress!, from: MLFeatureColumns(count: n)) })
     }
 
     // MARK: Predicting (the row-by-row path)

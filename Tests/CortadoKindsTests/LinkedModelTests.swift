@@ -110,6 +110,22 @@ final class LinkedModelTests: XCTestCase {
         XCTAssertEqual(try predict(c, [1, 0]), 2.5)
     }
 
+    func testColumnsGoThroughTheLinkToTheSharedModel() throws {
+        try write(Self.regressor([2, -1], offset: 0.5), "reg.mlmodel")
+        let url = try write(Self.pipeline(linking: "reg.mlmodel", like: Self.regressor([], offset: 0)), "p.mlmodel")
+        let model = try MLModel(contentsOf: url)
+        let x = try MLMultiArray([3, 4, 1, 1, 0, 2], shape: [3, 2])
+        let columns = MLFeatureColumns(count: 3)
+        columns.set("x", .arrays(x))
+        let out = try model.predictions(fromColumns: columns)
+        XCTAssertEqual(out.names, ["y"])
+        let expectations: [Double] = [2.5, 1.5, -1.5] // 2·x0 − x1 + 0.5
+        for (r, expected) in expectations.enumerated() {
+            XCTAssertEqual(out.value("y", row: r)?.doubleValue, expected)
+            XCTAssertEqual(try model.prediction(from: columns.features(at: r)).featureValue(for: "y")?.doubleValue, expected)
+        }
+    }
+
     func testConcurrentLoadsCompileOnce() throws {
         try write(Self.regressor([1, 1], offset: 0), "sum.mlmodel")
         let url = try write(Self.pipeline(linking: "sum.mlmodel", like: Self.regressor([], offset: 0)), "p.mlmodel")

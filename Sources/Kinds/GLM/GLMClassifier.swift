@@ -23,7 +23,7 @@ public enum GLMClassifierKind: MLModelKind {
     }
 }
 
-final class GLMClassifierModel: MLCompiledModel, MLDenseFeaturePredicting {
+final class GLMClassifierModel: MLCompiledModel, MLDenseFeaturePredicting, MLColumnarPredicting {
     enum Encoding: String, Sendable {
         /// One row scoring the second of two classes.
         case binary = "binary (one row scores the second class)"
@@ -158,6 +158,12 @@ final class GLMClassifierModel: MLCompiledModel, MLDenseFeaturePredicting {
     var denseInput: MLInputVectorizer? { vectorizer }
 
     func outputFeatures(dense row: UnsafePointer<Double>) throws -> MLFeatureProvider { features(row) }
+
+    func outputColumns(dense rows: UnsafePointer<Double>, count: Int, options: MLPredictionOptions) throws -> MLFeatureColumns {
+        let columns = MLFeatureColumns(count: count)
+        outputs.setColumns(labels: labels, scores: rows, count: count, in: columns)
+        return columns
+    }
 
     func predict(rows: UnsafePointer<Double>, count: Int, into output: UnsafeMutablePointer<Double>) {
         withUnsafeTemporaryAllocation(of: Double.self, capacity: map.rows) { scratch in

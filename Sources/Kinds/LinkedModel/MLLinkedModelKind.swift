@@ -102,3 +102,15 @@ final class MLCompiledLinkedModel: MLCompiledModel, @unchecked Sendable {
         return MLDictionaryFeatureProvider(dictionary: values)
     }
 }
+
+/// A columnar batch goes to the shared model whole, so a linked network or tree ensemble runs
+/// it as one (the shared model's own columnar path, or its rows).
+extension MLCompiledLinkedModel: MLColumnarPredicting {
+    func predictions(columns: MLFeatureColumns, options: MLPredictionOptions) throws -> MLFeatureColumns {
+        let out = try linked.predictions(fromColumns: columns, options: options)
+        guard let keptOutputs else { return out }
+        let kept = MLFeatureColumns(count: out.count, owners: [out])
+        for name in out.names where keptOutputs.contains(name) { kept.set(name, out.column(name)!) }
+        return kept
+    }
+}

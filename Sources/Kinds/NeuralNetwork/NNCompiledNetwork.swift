@@ -55,11 +55,11 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
     /// Batches may be split over the threads (`shares`): no custom layers (a plugin is called
     /// from one thread at a time within a prediction) and no control flow (a branch decided
     /// by a share's rows could go another way for the whole batch).
-    private let splittable: Bool
+    let splittable: Bool
     /// One line per layer whose weights hold NaN or infinities (kept and run, as Core ML does).
     let weightWarnings: [String]
     /// Blobs the plans keep until the end.
-    private let kept: Set<String>
+    let kept: Set<String>
     private let lock = NSLock()
     private var plans: [[NNShape]: NNPlan] = [:]
     private var planOrder: [[NNShape]] = []
@@ -211,7 +211,7 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
 
     // MARK: Plans
 
-    private func plan(for shapes: [String: NNShape]) throws -> NNPlan {
+    func plan(for shapes: [String: NNShape]) throws -> NNPlan {
         let key = inputs.map { shapes[$0.name] ?? NNShape(s: 0, b: 0, c: 0, h: 0, w: 0) }
         lock.lock()
         if let p = plans[key] { lock.unlock(); return p }
@@ -371,7 +371,7 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
     /// Wall time per row of the last stacked batch (nanoseconds; 0 until one has run).
     private let rowNanos = Atomic<Int>(0)
 
-    private func noteRowTime(_ nanos: UInt64, rows: Int) {
+    func noteRowTime(_ nanos: UInt64, rows: Int) {
         rowNanos.store(Int(nanos) / Swift.max(1, rows), ordering: .relaxed)
     }
 
@@ -380,7 +380,7 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
     /// enough and the network runs rows independently; else 1 (the layers split their own
     /// work over the threads). With whole shares on each thread the layers need no
     /// hand-over between them, and the input and output copies run on every thread too.
-    private func shares(rows: Int, options: MLPredictionOptions) -> Int {
+    func shares(rows: Int, options: MLPredictionOptions) -> Int {
         let workers = Swift.min(threads, NNThreads.cores, rows)
         guard workers > 1, options.layerTimes == nil, splittable, Self.batchSplit != false else { return 1 }
         if Self.batchSplit == true { return workers }
@@ -489,7 +489,7 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
     /// dimensions and strides every row's array takes, and (more than one row, no backing
     /// given) one block of memory the rows' arrays share.
     /// (A class: every row reads it, and copying a struct of arrays retained each of them.)
-    private final class OutputSlice {
+    final class OutputSlice {
         let tensor: NNTensor
         let shape: NNShape
         /// The output's name and kind (empty and nil for the classifier's scores).
@@ -508,8 +508,9 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         }
     }
 
-    /// The slices of `outputs` (in order) and then of the classifier's blob, for `rows` rows.
-    private func outputSlices(plan: NNPlan, rows: Int, options: MLPredictionOptions) throws -> [OutputSlice] {
+    /// The slices of `outputs` (in order) and then of the classifier's blob, for `rows` rows;
+    /// without `blocks`, array outputs get no shared block (their rows are written elsewhere).
+    func outputSlices(plan: NNPlan, rows: Int, options: MLPredictionOptions, blocks: Bool = true) throws -> [OutputSlice] {
         let blobs = outputs.map(\.blob) + [classifier?.blob].compactMap { $0 }
         return try blobs.enumerated().map { index, blob in
             guard let t = plan.blobs[blob] else {
@@ -531,7 +532,7 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
                     slice.dims = shape.dims
                 }
                 slice.strides = MLMultiArray.rowMajorStrides(slice.dims)
-                if rows > 1 && options.outputBackings[outputs[index].name] == nil {
+                if blocks && rows > 1 && options.outputBackings[outputs[index].name] == nil {
                     slice.block = NNOutputBlock(bytes: rows * shape.count * dataType.size)
                 }
             }

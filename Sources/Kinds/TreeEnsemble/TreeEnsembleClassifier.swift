@@ -23,7 +23,7 @@ public enum TreeEnsembleClassifierKind: MLModelKind {
     }
 }
 
-final class TreeEnsembleClassifierModel: MLCompiledModel, MLDenseFeaturePredicting {
+final class TreeEnsembleClassifierModel: MLCompiledModel, MLDenseFeaturePredicting, MLColumnarPredicting {
     enum Encoding: String, Sendable {
         case binary = "binary (one dimension scores the second class)"
         case perClass = "one dimension per class"
@@ -111,6 +111,12 @@ final class TreeEnsembleClassifierModel: MLCompiledModel, MLDenseFeaturePredicti
     var denseInput: MLInputVectorizer? { engine.vectorizer }
 
     func outputFeatures(dense row: UnsafePointer<Double>) throws -> MLFeatureProvider { features(row) }
+
+    func outputColumns(dense rows: UnsafePointer<Double>, count: Int, options: MLPredictionOptions) throws -> MLFeatureColumns {
+        let columns = MLFeatureColumns(count: count)
+        outputs.setColumns(labels: labels, scores: rows, count: count, in: columns)
+        return columns
+    }
 
     func prediction(from input: MLFeatureProvider, options: MLPredictionOptions) throws -> MLFeatureProvider {
         try withUnsafeTemporaryAllocation(of: Double.self, capacity: inputWidth + outputWidth) { buffer in

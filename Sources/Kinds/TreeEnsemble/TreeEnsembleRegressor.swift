@@ -16,7 +16,7 @@ public enum TreeEnsembleRegressorKind: MLModelKind {
     }
 }
 
-final class TreeEnsembleRegressorModel: MLCompiledModel, MLDenseFeaturePredicting {
+final class TreeEnsembleRegressorModel: MLCompiledModel, MLDenseFeaturePredicting, MLColumnarPredicting {
     enum Output: Sendable {
         case double
         case array(shape: [Int], dataType: MLMultiArrayDataType)
@@ -84,6 +84,20 @@ final class TreeEnsembleRegressorModel: MLCompiledModel, MLDenseFeaturePredictin
 
     func outputFeatures(dense row: UnsafePointer<Double>) throws -> MLFeatureProvider {
         try features(row, options: MLPredictionOptions(), fresh: true)
+    }
+
+    func outputColumns(dense rows: UnsafePointer<Double>, count: Int, options: MLPredictionOptions) throws -> MLFeatureColumns {
+        let columns = MLFeatureColumns(count: count)
+        switch output {
+        case .double:
+            // One value a row (a double output has one dimension).
+            columns.set(outputName, .doubles(Array(UnsafeBufferPointer(start: rows, count: count))))
+        case .array(let shape, let dataType):
+            let array = try options.outputColumn(named: outputName, rows: count, shape: shape, dataType: dataType)
+            array.write(contiguous: UnsafeBufferPointer(start: rows, count: count * outputWidth))
+            columns.set(outputName, .arrays(array))
+        }
+        return columns
     }
 
     func prediction(from input: MLFeatureProvider, options: MLPredictionOptions) throws -> MLFeatureProvider {
