@@ -1,5 +1,5 @@
 """The dense route: models that run vectorized rows (trees, GLMs) take a ModelInfer request's
-tensors straight into one matrix (Sources/CortadoServer/Services/DenseRoute.swift). Its answers
+columns straight into one matrix (MLColumnarPredicting, Sources/CortadoCore/MLDenseBatchPredicting.swift). Its answers
 must be the libraries' own and the general route's (the native Predictor API builds a feature
 dictionary per row), for scalar double and int64 inputs, array inputs, classifiers, batches,
 and rows the dynamic batcher gathers from concurrent calls; anything it cannot take as it is

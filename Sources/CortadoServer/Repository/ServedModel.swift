@@ -16,8 +16,6 @@ public final class ServedModel: @unchecked Sendable {
     /// The model's features as Open Inference Protocol tensors, worked out once.
     let tensorInputs: [TensorMapping]
     let tensorOutputs: [TensorMapping]
-    /// The straight route for models that run vectorized rows (nil for other models).
-    let dense: DenseRoute?
     /// Gathers calls into batches, when the limits ask for it and the model runs a batch as
     /// one computation; nil otherwise.
     private(set) var batcher: DynamicBatcher?
@@ -36,7 +34,6 @@ public final class ServedModel: @unchecked Sendable {
         self.loadSeconds = loadSeconds
         tensorInputs = TensorMapping.inputs(of: model)
         tensorOutputs = TensorMapping.outputs(of: model)
-        dense = DenseRoute(model: model, inputs: tensorInputs)
         var w = ProtobufWriter(capacity: name.utf8.count + version.utf8.count + 8)
         w.string(1, name)
         w.string(2, version)

@@ -112,13 +112,13 @@ extension ServedModel {
         }
     }
 
-    /// Runs the batch as one model execution (`MLModel.predictions(fromColumns:)`); a single
+    /// Runs the batch as one model execution (`MLModel.predictions(fromColumns:)`: kinds that
+    /// run columns natively take the batch as it is, others row by row); a single
     /// row writes into pooled output arrays when the model has a pool, returned with the
     /// outputs so they go back once the answers are written. `spans`: where a traced call's
     /// models and layers are recorded (see `MLComputeSpans`).
     private func predict(_ columns: MLFeatureColumns, spans: MLComputeSpans? = nil) throws
         -> (MLFeatureColumns, backings: [String: MLMultiArray]?) {
-        if let dense, let outputs = try dense.predict(columns, modelName: model.name) { return (outputs, nil) }
         var plain = MLPredictionOptions()
         if let spans {
             plain.computeSpans = spans
