@@ -169,6 +169,13 @@ public final class MLFeatureColumns: MLBatchProvider, @unchecked Sendable {
 
     /// Puts `names` in the order of `order` (names it does not list keep their order, after).
     func reorder(_ order: [String]) {
+        // Mostly already in order (kinds write their outputs as declared): nothing to sort.
+        var next = 0
+        for name in names {
+            while next < order.count && order[next] != name { next += 1 }
+            if next == order.count { break }
+        }
+        if next < order.count { return }
         let position = Dictionary(order.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
         let sorted = zip(names, columns).enumerated().sorted {
             (position[$0.element.0] ?? order.count + $0.offset, $0.offset) < (position[$1.element.0] ?? order.count + $1.offset, $1.offset)
@@ -376,12 +383,17 @@ extension MLModelDescription {
                     guard v.count == columns.count else {
                         throw MLModelError.featureType(input.name, "the column holds \(v.count) rows, the batch \(columns.count)")
                     }
-                    try input.validate(MLFeatureValue(double: 0))
+                    // As `validate` takes a double (Core ML converts between the two scalars).
+                    guard input.type == .double || input.type == .int64 else {
+                        throw MLModelError.featureType(input.name, "expected \(input.typeSummary), got \(MLFeatureType.double)")
+                    }
                 case .int64s(let v):
                     guard v.count == columns.count else {
                         throw MLModelError.featureType(input.name, "the column holds \(v.count) rows, the batch \(columns.count)")
                     }
-                    try input.validate(MLFeatureValue(int64: 0))
+                    guard input.type == .double || input.type == .int64 else {
+                        throw MLModelError.featureType(input.name, "expected \(input.typeSummary), got \(MLFeatureType.int64)")
+                    }
                 case .values(let values):
                     guard values.count == columns.count else {
                         throw MLModelError.featureType(input.name, "the column holds \(values.count) rows, the batch \(columns.count)")

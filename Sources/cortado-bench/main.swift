@@ -13,6 +13,7 @@ import Glibc
 let usage = """
 usage: cortado-bench dense|trees|glm MODEL.mlmodel DATA.f64 ROWS FEATURES [--repeat N] [--warmup N] [--out PRED.f64] [--single N]
        cortado-bench gemm N [--repeat R] [--threads T]   (below)
+       cortado-bench columns MODEL.mlmodel ROWS [--repeat R] [--warmup N]   (below)
 
   dense      any model with a dense batch path (MLDenseBatchPredicting).
   trees      the same, and the model must be a tree ensemble (treeEnsemble*).
@@ -225,6 +226,7 @@ case "dense": runDense(Options(arguments))
 case "trees": runDense(Options(arguments), family: "tree ensemble", specTypePrefix: "treeEnsemble")
 case "glm": runDense(Options(arguments), family: "GLM", specTypePrefix: "glm")
 case "gemm": runGemm(arguments)
-case "-h", "--help", "help": print(usage + "\n\n" + gemmUsage)
+case "columns": runColumns(arguments)
+case "-h", "--help", "help": print(usage + "\n\n" + gemmUsage + "\n\n" + columnsUsage)
 default: fail("unknown command '\(command)'\n\n\(usage)")
 }
