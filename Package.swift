@@ -111,9 +111,12 @@ let package = Package(
         .target(name: "CortadoKMeansPlugin", dependencies: ["CCortadoPlugin"], path: "Plugins/KMeans"),
         .target(name: "CortadoTestWrongABIPlugin", path: "Plugins/TestWrongABI", publicHeadersPath: ".", cSettings: pluginC),
         .target(name: "CortadoTestFailingPlugin", path: "Plugins/TestFailing", publicHeadersPath: ".", cSettings: pluginC),
+        // gRPC semantics without a transport (status, framing, grpc-timeout, metadata, method
+        // paths): shared by the server transport (CortadoGRPC re-exports it) and the client layers.
+        .target(name: "CortadoGRPCCore", path: "Sources/CortadoGRPCCore"),
         .target(
             name: "CortadoGRPC",
-            dependencies: ["CLibUV", "CNGHTTP2", "CHTTPParser", "COpenSSL"],
+            dependencies: ["CortadoGRPCCore", "CLibUV", "CNGHTTP2", "CHTTPParser", "COpenSSL"],
             path: "Sources/CortadoGRPC"
         ),
         .target(
