@@ -124,6 +124,12 @@ let package = Package(
             dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
             path: "Sources/CortadoServerProtos"
         ),
+        // The client side of the transport: HTTP/2 over libuv + nghttp2, with reconnects.
+        .target(
+            name: "CortadoGRPCClient",
+            dependencies: ["CortadoGRPCCore", "CLibUV", "CNGHTTP2"],
+            path: "Sources/CortadoGRPCClient"
+        ),
         .target(
             name: "CortadoServer",
             dependencies: [
@@ -148,11 +154,11 @@ let package = Package(
             ],
             path: "Sources/cortado"
         ),
-        // The load tester: its own gRPC client on libuv + nghttp2 (Sources/CortadoLoad).
+        // The load tester, on the client transport's single-threaded loop (CortadoGRPCClient).
         .target(
             name: "CortadoLoad",
             dependencies: [
-                "CLibUV", "CNGHTTP2", "CortadoCore", "CortadoServerProtos",
+                "CLibUV", "CortadoCore", "CortadoServerProtos", "CortadoGRPCCore", "CortadoGRPCClient",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Sources/CortadoLoad",
@@ -198,7 +204,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CortadoLoadTests",
-            dependencies: ["CortadoLoad"],
+            dependencies: ["CortadoLoad", "CortadoGRPCClient"],
             path: "Tests/CortadoLoadTests"
         ),
         .testTarget(
