@@ -35,6 +35,8 @@ let package = Package(
         .library(name: "CortadoEncryption", targets: ["CortadoEncryption"]),
         .executable(name: "cortado", targets: ["cortado"]),
         .executable(name: "cortado-load", targets: ["cortado-load"]),
+        // `import CortadoClient`: a typed client of both gRPC APIs (docs/swift.md, "CortadoClient").
+        .library(name: "CortadoClient", targets: ["CortadoClient"]),
         // Plugins (Plugins/): shared libraries Cortado loads with --plugins / CORTADO_PLUGIN_PATH.
         .library(name: "CortadoSwish", type: .dynamic, targets: ["CortadoSwishPlugin"]),
         .library(name: "CortadoKMeans", type: .dynamic, targets: ["CortadoKMeansPlugin"]),
@@ -130,10 +132,24 @@ let package = Package(
             dependencies: ["CortadoGRPCCore", "CLibUV", "CNGHTTP2"],
             path: "Sources/CortadoGRPCClient"
         ),
+        // cortado.v1 feature values <-> Core ML feature values, for the server and the client.
+        .target(
+            name: "CortadoNativeCoding",
+            dependencies: ["CortadoCore", "CortadoGRPCCore", "CortadoServerProtos"],
+            path: "Sources/CortadoNativeCoding"
+        ),
+        .target(
+            name: "CortadoClient",
+            dependencies: [
+                "CortadoCore", "CortadoGRPCCore", "CortadoGRPCClient", "CortadoNativeCoding", "CortadoServerProtos",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Sources/CortadoClient"
+        ),
         .target(
             name: "CortadoServer",
             dependencies: [
-                "CortadoCore", "CortadoGRPC", "CortadoServerProtos",
+                "CortadoCore", "CortadoGRPC", "CortadoServerProtos", "CortadoNativeCoding",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -206,6 +222,11 @@ let package = Package(
             name: "CortadoLoadTests",
             dependencies: ["CortadoLoad", "CortadoGRPCClient"],
             path: "Tests/CortadoLoadTests"
+        ),
+        .testTarget(
+            name: "CortadoClientTests",
+            dependencies: ["CortadoClient", "CortadoGRPC", "CortadoServer", "CortadoModels"],
+            path: "Tests/CortadoClientTests"
         ),
         .testTarget(
             name: "CortadoEncryptionTests",
