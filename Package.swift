@@ -209,7 +209,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CortadoGRPCTests",
-            dependencies: ["CortadoGRPC"],
+            dependencies: ["CortadoGRPC", "CortadoGRPCClient"],
             path: "Tests/CortadoGRPCTests"
         ),
         .testTarget(

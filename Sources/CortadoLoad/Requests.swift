@@ -67,8 +67,8 @@ public struct RequestSet {
             request.model = model
             request.version = version
             let outcome = loop.unary(HTTP2RequestTemplate(path: "/cortado.v1.Predictor/Describe", authority: loop.authority,
-                                                     message: try request.serializedBytes(), timeout: timeout, metadata: loop.metadata,
-                                                     userAgent: "cortado-load"), timeout: timeout)
+                                                          message: try request.serializedBytes(), timeout: timeout,
+                                                          metadata: loop.metadata, userAgent: "cortado-load"), timeout: timeout)
             var inputs: [Cortado_V1_FeatureDescription]? = nil
             if outcome.status == 0 {
                 inputs = try Cortado_V1_DescribeResponse(serializedBytes: unframe(outcome.body)).inputs
@@ -88,8 +88,8 @@ public struct RequestSet {
             request.name = model
             request.version = version
             let outcome = loop.unary(HTTP2RequestTemplate(path: "/inference.GRPCInferenceService/ModelMetadata", authority: loop.authority,
-                                                     message: try request.serializedBytes(), timeout: timeout, metadata: loop.metadata,
-                                                     userAgent: "cortado-load"), timeout: timeout)
+                                                          message: try request.serializedBytes(), timeout: timeout,
+                                                          metadata: loop.metadata, userAgent: "cortado-load"), timeout: timeout)
             var inputs: [Inference_ModelMetadataResponse.TensorMetadata]? = nil
             if outcome.status == 0 {
                 inputs = try Inference_ModelMetadataResponse(serializedBytes: unframe(outcome.body)).inputs
@@ -111,7 +111,7 @@ public struct RequestSet {
 
     public func templates(authority: String, timeout: Double?, metadata: [(String, String)] = []) -> [HTTP2RequestTemplate] {
         messages.map { HTTP2RequestTemplate(path: api.path, authority: authority, message: $0, timeout: timeout, metadata: metadata,
-                                          userAgent: "cortado-load") }
+                                            userAgent: "cortado-load") }
     }
 
     static func unframe(_ body: [UInt8]) throws -> [UInt8] {

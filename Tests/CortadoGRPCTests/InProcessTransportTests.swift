@@ -125,6 +125,30 @@ final class InProcessTransportTests: XCTestCase {
         XCTAssertEqual(transport.server.openCalls, 0)
     }
 
+    /// A message stream's method answers each message; a failure the method turns into a
+    /// message of its own arrives as that message (the stream carries per-message errors).
+    func testMessageStreamsAnswerPerMessage() {
+        final class Lines: GRPCService, @unchecked Sendable {
+            let serviceName = "test.Lines"
+            let methods: [String: GRPCUnaryHandler] = [:]
+            var messageStreams: [String: GRPCMessageStreamMethod] {
+                ["Upper": GRPCMessageStreamMethod(handler: { call in
+                    guard !call.request.isEmpty else { return call.fail(GRPCStatus(.invalidArgument, "empty line")) }
+                    call.respond(Array(String(decoding: call.request, as: UTF8.self).uppercased().utf8))
+                }, failure: { status in Array("error: \(status.message)".utf8) })]
+            }
+        }
+        let router = GRPCRouter()
+        router.register(Lines())
+        let transport = InProcessClientTransport(router: router)
+        let upper = call(transport, "/test.Lines/Upper", Array("abc".utf8))
+        XCTAssertEqual(upper.status.code, .ok)
+        XCTAssertEqual(upper.message, Array("ABC".utf8))
+        let failed = call(transport, "/test.Lines/Upper", [])
+        XCTAssertEqual(failed.status.code, .ok)
+        XCTAssertEqual(failed.message, Array("error: empty line".utf8))
+    }
+
     func testAClosedTransportRefusesCalls() {
         let transport = InProcessClientTransport(router: router(cancelled: Flag(), handled: Flag()))
         transport.close()
