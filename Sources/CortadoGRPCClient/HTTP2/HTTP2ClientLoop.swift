@@ -140,6 +140,23 @@ public final class HTTP2ClientLoop {
         while uv_run(loop, UV_RUN_NOWAIT) != 0 && spins < 1000 { spins += 1; usleep(1000) }
     }
 
+    /// Frees the libuv loop and the read buffer, once nothing runs on it any more (every
+    /// connection closed and `run()` returned, say). The loop cannot be used afterwards.
+    public func release() {
+        guard !released else { return }
+        released = true
+        uv_prepare_stop(prepare)
+        uv_close(UnsafeMutableRawPointer(prepare).assumingMemoryBound(to: uv_handle_t.self)) { h in
+            UnsafeMutableRawPointer(h!).assumingMemoryBound(to: uv_prepare_t.self).deallocate()
+        }
+        var spins = 0
+        while uv_run(loop, UV_RUN_NOWAIT) != 0 && spins < 1000 { spins += 1; usleep(1000) }
+        // A handle still open (never expected here) keeps the loop: leaked rather than freed under it.
+        if uv_loop_close(loop) == 0 { loop.deallocate() }
+        readBuffer.deallocate()
+    }
+    private var released = false
+
     // MARK: one blocking call (a load tester's metadata call before its run, say)
 
     /// Sends one call and runs the loop until it ends (or `timeout` seconds pass).

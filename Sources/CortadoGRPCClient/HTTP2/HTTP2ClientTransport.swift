@@ -50,6 +50,7 @@ public final class HTTP2ClientTransport: GRPCClientTransport, @unchecked Sendabl
         clientLoop.onComplete = { [unowned self] outcome in self.completed(outcome) }
         let thread = Thread { [self] in
             clientLoop.run()
+            clientLoop.release()
             stopped.signal()
         }
         self.thread = thread
