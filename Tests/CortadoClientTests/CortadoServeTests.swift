@@ -88,6 +88,31 @@ final class CortadoServeTests: XCTestCase {
         try await CortadoClientTests.checkErrors(client)
     }
 
+    /// Many tasks share one client: every call crosses to the transport's loop thread and
+    /// comes back with its own row's answer.
+    func testConcurrentCallsFromManyTasks() async throws {
+        let client = try client()
+        defer { client.close() }
+        let model = try CortadoClientTests.localModel()
+        let rows = (0..<64).map { CortadoClientTests.flowers[$0 % CortadoClientTests.flowers.count] }
+        let truth = try rows.map {
+            try model.prediction(from: MLDictionaryFeatureProvider(dictionary: CortadoClientTests.features($0)))
+                .featureValue(for: "species")?.stringValue
+        }
+        let answers = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+            for (index, row) in rows.enumerated() {
+                group.addTask {
+                    let outputs = try await client.predict(model: "iris", inputs: CortadoClientTests.features(row), outputs: ["species"])
+                    return (index, outputs["species"]?.stringValue)
+                }
+            }
+            var answers = [String?](repeating: nil, count: rows.count)
+            for try await (index, species) in group { answers[index] = species }
+            return answers
+        }
+        XCTAssertEqual(answers, truth)
+    }
+
     /// Nothing listens: the call fails UNAVAILABLE at once (a gRPC client's fail-fast default).
     func testNoServerIsUnavailable() async throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
