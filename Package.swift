@@ -35,6 +35,8 @@ let package = Package(
         .library(name: "CortadoEncryption", targets: ["CortadoEncryption"]),
         .executable(name: "cortado", targets: ["cortado"]),
         .executable(name: "cortado-load", targets: ["cortado-load"]),
+        // `import CortadoClient`: a typed client of both gRPC APIs (docs/swift.md, "CortadoClient").
+        .library(name: "CortadoClient", targets: ["CortadoClient"]),
         // Plugins (Plugins/): shared libraries Cortado loads with --plugins / CORTADO_PLUGIN_PATH.
         .library(name: "CortadoSwish", type: .dynamic, targets: ["CortadoSwishPlugin"]),
         .library(name: "CortadoKMeans", type: .dynamic, targets: ["CortadoKMeansPlugin"]),
@@ -111,9 +113,12 @@ let package = Package(
         .target(name: "CortadoKMeansPlugin", dependencies: ["CCortadoPlugin"], path: "Plugins/KMeans"),
         .target(name: "CortadoTestWrongABIPlugin", path: "Plugins/TestWrongABI", publicHeadersPath: ".", cSettings: pluginC),
         .target(name: "CortadoTestFailingPlugin", path: "Plugins/TestFailing", publicHeadersPath: ".", cSettings: pluginC),
+        // gRPC semantics without a transport (status, framing, grpc-timeout, metadata, method
+        // paths): shared by the server transport (CortadoGRPC re-exports it) and the client layers.
+        .target(name: "CortadoGRPCCore", path: "Sources/CortadoGRPCCore"),
         .target(
             name: "CortadoGRPC",
-            dependencies: ["CLibUV", "CNGHTTP2", "CHTTPParser", "COpenSSL"],
+            dependencies: ["CortadoGRPCCore", "CLibUV", "CNGHTTP2", "CHTTPParser", "COpenSSL"],
             path: "Sources/CortadoGRPC"
         ),
         .target(
@@ -121,10 +126,30 @@ let package = Package(
             dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
             path: "Sources/CortadoServerProtos"
         ),
+        // The client side of the transport: HTTP/2 over libuv + nghttp2, with reconnects.
+        .target(
+            name: "CortadoGRPCClient",
+            dependencies: ["CortadoGRPCCore", "CLibUV", "CNGHTTP2"],
+            path: "Sources/CortadoGRPCClient"
+        ),
+        // cortado.v1 feature values <-> Core ML feature values, for the server and the client.
+        .target(
+            name: "CortadoNativeCoding",
+            dependencies: ["CortadoCore", "CortadoGRPCCore", "CortadoServerProtos"],
+            path: "Sources/CortadoNativeCoding"
+        ),
+        .target(
+            name: "CortadoClient",
+            dependencies: [
+                "CortadoCore", "CortadoGRPCCore", "CortadoGRPCClient", "CortadoNativeCoding", "CortadoServerProtos",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Sources/CortadoClient"
+        ),
         .target(
             name: "CortadoServer",
             dependencies: [
-                "CortadoCore", "CortadoGRPC", "CortadoServerProtos",
+                "CortadoCore", "CortadoGRPC", "CortadoServerProtos", "CortadoNativeCoding",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -145,11 +170,11 @@ let package = Package(
             ],
             path: "Sources/cortado"
         ),
-        // The load tester: its own gRPC client on libuv + nghttp2 (Sources/CortadoLoad).
+        // The load tester, on the client transport's single-threaded loop (CortadoGRPCClient).
         .target(
             name: "CortadoLoad",
             dependencies: [
-                "CLibUV", "CNGHTTP2", "CortadoCore", "CortadoServerProtos",
+                "CLibUV", "CortadoCore", "CortadoServerProtos", "CortadoGRPCCore", "CortadoGRPCClient",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Sources/CortadoLoad",
@@ -184,7 +209,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CortadoGRPCTests",
-            dependencies: ["CortadoGRPC"],
+            dependencies: ["CortadoGRPC", "CortadoGRPCClient"],
             path: "Tests/CortadoGRPCTests"
         ),
         .testTarget(
@@ -195,8 +220,13 @@ let package = Package(
         ),
         .testTarget(
             name: "CortadoLoadTests",
-            dependencies: ["CortadoLoad"],
+            dependencies: ["CortadoLoad", "CortadoGRPCClient"],
             path: "Tests/CortadoLoadTests"
+        ),
+        .testTarget(
+            name: "CortadoClientTests",
+            dependencies: ["CortadoClient", "CortadoGRPC", "CortadoServer", "CortadoModels"],
+            path: "Tests/CortadoClientTests"
         ),
         .testTarget(
             name: "CortadoEncryptionTests",

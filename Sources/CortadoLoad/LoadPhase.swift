@@ -1,4 +1,6 @@
 import CLibUV
+import CortadoGRPCClient
+import CortadoGRPCCore
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -90,8 +92,8 @@ func cpuSeconds() -> (user: Double, system: Double) {
 
 /// Runs one level of load on the loop thread and measures it.
 public final class LoadPhase {
-    let loop: LoadLoop
-    let templates: [RequestTemplate]
+    let loop: HTTP2ClientLoop
+    let templates: [HTTP2RequestTemplate]
     let options: PhaseOptions
     let connectionCount: Int
 
@@ -124,7 +126,7 @@ public final class LoadPhase {
     private var lastMeasuredEnd: UInt64 = 0
     private var cpuAtStart = (user: 0.0, system: 0.0)
     private var bytesAtStart: (UInt64, UInt64) = (0, 0)
-    private var connectionsAtStart = ConnectionStats()
+    private var connectionsAtStart = HTTP2ConnectionStats()
     // progress
     private var lastProgress: (time: UInt64, done: Int) = (0, 0)
 
@@ -132,7 +134,7 @@ public final class LoadPhase {
     private var timerFD: Int32 = -1
     private var timerPoll: UnsafeMutablePointer<uv_poll_t>?
 
-    public init(loop: LoadLoop, templates: [RequestTemplate], options: PhaseOptions) {
+    public init(loop: HTTP2ClientLoop, templates: [HTTP2RequestTemplate], options: PhaseOptions) {
         self.loop = loop
         self.templates = templates
         self.options = options
@@ -195,7 +197,7 @@ public final class LoadPhase {
     private func issue(caller: Int) {
         let now = monotonicNanos()
         let measured = now >= warmupEnd
-        if now >= issueEnd || loop.interrupted || (measured && options.requests.map { measuredIssued >= $0 } == true) {
+        if now >= issueEnd || LoadInterrupt.requested || (measured && options.requests.map { measuredIssued >= $0 } == true) {
             activeCallers -= 1
             return
         }
@@ -211,7 +213,7 @@ public final class LoadPhase {
         let now = monotonicNanos()
         while nextIntended <= now {
             let measured = nextIntended >= warmupEnd
-            if nextIntended >= issueEnd || loop.interrupted || (measured && options.requests.map { measuredIssued >= $0 } == true) {
+            if nextIntended >= issueEnd || LoadInterrupt.requested || (measured && options.requests.map { measuredIssued >= $0 } == true) {
                 arriving = false
                 checkDone()
                 return
@@ -275,7 +277,7 @@ public final class LoadPhase {
             backlogHead += 1
             if entry & 1 == 1 {
                 result.sent += 1
-                record(status: GRPCStatusName.deadlineExceeded, message: "waited in the client past the deadline (in-flight cap reached)",
+                record(status: GRPCStatus.Code.deadlineExceeded.number, message: "waited in the client past the deadline (in-flight cap reached)",
                        start: intended, end: now)
             }
         }
@@ -289,7 +291,7 @@ public final class LoadPhase {
 
     // MARK: completions
 
-    private func completed(_ outcome: inout CallOutcome) {
+    private func completed(_ outcome: inout GRPCCallOutcome) {
         outstanding -= 1
         if outcome.token & 1 == 1 {
             record(status: outcome.status, message: outcome.message, start: outcome.startNanos, end: outcome.endNanos)
@@ -316,7 +318,7 @@ public final class LoadPhase {
         } else {
             result.failed += 1
             statusCounts[status, default: 0] += 1
-            let name = GRPCStatusName.name(status)
+            let name = GRPCStatus.name(ofCode: status)
             if result.errorMessages[name] == nil { result.errorMessages[name] = message ?? "" }
         }
     }
@@ -361,7 +363,7 @@ public final class LoadPhase {
             r.sendLagP99 = Double(lag.valueAtPercentile(99)) / 1e6
             r.sendLagMax = Double(lag.max) / 1e6
         }
-        for (status, n) in statusCounts { r.errors[GRPCStatusName.name(status)] = n }
+        for (status, n) in statusCounts { r.errors[GRPCStatus.name(ofCode: status)] = n }
         let events = loop.connectionStats - connectionsAtStart
         r.goaways = events.goaways
         r.reconnects = events.reconnects

@@ -1,4 +1,6 @@
 import CortadoCore
+import CortadoGRPCClient
+import CortadoGRPCCore
 import CortadoServerProtos
 import Foundation
 import SwiftProtobuf
@@ -49,7 +51,7 @@ public struct RequestSet {
 
     /// Reads the model's description from the server, then builds `count` random rows
     /// (or reads the rows of `jsonl`).
-    public static func build(loop: LoadLoop, api: LoadAPI, model: String, version: String, jsonl: String?,
+    public static func build(loop: HTTP2ClientLoop, api: LoadAPI, model: String, version: String, jsonl: String?,
                              count: Int, seed: UInt64, timeout: Double) throws -> RequestSet {
         var notes: [String] = []
         var rows: [[String: Any]]? = nil
@@ -64,13 +66,14 @@ public struct RequestSet {
             var request = Cortado_V1_DescribeRequest()
             request.model = model
             request.version = version
-            let outcome = loop.unary(RequestTemplate(path: "/cortado.v1.Predictor/Describe", authority: loop.authority,
-                                                     message: try request.serializedBytes(), timeout: timeout, metadata: loop.metadata), timeout: timeout)
+            let outcome = loop.unary(HTTP2RequestTemplate(path: "/cortado.v1.Predictor/Describe", authority: loop.authority,
+                                                          message: try request.serializedBytes(), timeout: timeout,
+                                                          metadata: loop.metadata, userAgent: "cortado-load"), timeout: timeout)
             var inputs: [Cortado_V1_FeatureDescription]? = nil
             if outcome.status == 0 {
                 inputs = try Cortado_V1_DescribeResponse(serializedBytes: unframe(outcome.body)).inputs
             } else {
-                let why = "Describe(\(model)) failed: \(GRPCStatusName.name(outcome.status)) \(outcome.message ?? "")"
+                let why = "Describe(\(model)) failed: \(GRPCStatus.name(ofCode: outcome.status)) \(outcome.message ?? "")"
                 guard rows != nil else { throw LoadError("\(why); random inputs need the model's description (or give --input rows.jsonl)") }
                 notes.append("\(why); inputs typed from the JSON alone")
             }
@@ -84,13 +87,14 @@ public struct RequestSet {
             var request = Inference_ModelMetadataRequest()
             request.name = model
             request.version = version
-            let outcome = loop.unary(RequestTemplate(path: "/inference.GRPCInferenceService/ModelMetadata", authority: loop.authority,
-                                                     message: try request.serializedBytes(), timeout: timeout, metadata: loop.metadata), timeout: timeout)
+            let outcome = loop.unary(HTTP2RequestTemplate(path: "/inference.GRPCInferenceService/ModelMetadata", authority: loop.authority,
+                                                          message: try request.serializedBytes(), timeout: timeout,
+                                                          metadata: loop.metadata, userAgent: "cortado-load"), timeout: timeout)
             var inputs: [Inference_ModelMetadataResponse.TensorMetadata]? = nil
             if outcome.status == 0 {
                 inputs = try Inference_ModelMetadataResponse(serializedBytes: unframe(outcome.body)).inputs
             } else {
-                let why = "ModelMetadata(\(model)) failed: \(GRPCStatusName.name(outcome.status)) \(outcome.message ?? "")"
+                let why = "ModelMetadata(\(model)) failed: \(GRPCStatus.name(ofCode: outcome.status)) \(outcome.message ?? "")"
                 guard rows != nil else { throw LoadError("\(why); random inputs need the model's metadata (or give --input rows.jsonl)") }
                 notes.append("\(why); tensors typed from the JSON alone")
             }
@@ -105,15 +109,16 @@ public struct RequestSet {
         return RequestSet(api: api, model: model, version: version, messages: messages, notes: notes)
     }
 
-    public func templates(authority: String, timeout: Double?, metadata: [(String, String)] = []) -> [RequestTemplate] {
-        messages.map { RequestTemplate(path: api.path, authority: authority, message: $0, timeout: timeout, metadata: metadata) }
+    public func templates(authority: String, timeout: Double?, metadata: [(String, String)] = []) -> [HTTP2RequestTemplate] {
+        messages.map { HTTP2RequestTemplate(path: api.path, authority: authority, message: $0, timeout: timeout, metadata: metadata,
+                                            userAgent: "cortado-load") }
     }
 
     static func unframe(_ body: [UInt8]) throws -> [UInt8] {
-        guard body.count >= 5 else { throw LoadError("response has no gRPC message") }
-        let n = Int(body[1]) << 24 | Int(body[2]) << 16 | Int(body[3]) << 8 | Int(body[4])
-        guard body.count >= 5 + n, body[0] == 0 else { throw LoadError("response message is truncated or compressed") }
-        return Array(body[5..<5 + n])
+        switch GRPCResponseStatus.message(inBody: body) {
+        case .success(let message): return message
+        case .failure(let status): throw LoadError(status.message)
+        }
     }
 
     /// One JSON object per non-empty line, in the CLI's JSON encoding (docs/first-model.md, "Feature values in JSON").

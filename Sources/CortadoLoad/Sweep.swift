@@ -1,3 +1,5 @@
+import CortadoGRPCClient
+import CortadoGRPCCore
 import Foundation
 
 /// Limits that end a sweep early.
@@ -59,7 +61,7 @@ public struct SweepReport: Codable, Sendable {
 }
 
 /// Runs each level in turn on one loop, stopping early when a threshold passes.
-public func runSweep(loop: LoadLoop, templates: [RequestTemplate], modes: [LoadMode], base: PhaseOptions,
+public func runSweep(loop: HTTP2ClientLoop, templates: [HTTP2RequestTemplate], modes: [LoadMode], base: PhaseOptions,
                      thresholds: SweepThresholds, onLevel: (LevelResult) -> Void = { _ in }) -> (levels: [LevelResult], stoppedEarly: Bool) {
     var levels: [LevelResult] = []
     for (i, mode) in modes.enumerated() {
@@ -72,7 +74,7 @@ public func runSweep(loop: LoadLoop, templates: [RequestTemplate], modes: [LoadM
             onLevel(r)
             return (levels, i + 1 < modes.count)
         }
-        if loop.interrupted {
+        if LoadInterrupt.requested {
             r.stopReason = "interrupted"
             levels.append(r)
             onLevel(r)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CortadoGRPCClient
 import CortadoLoad
 import Foundation
 
@@ -109,7 +110,8 @@ struct CortadoLoadCommand: ParsableCommand {
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         let duration = self.duration ?? (requests == nil ? 10 : nil)
 
-        let loop = try LoadLoop(host: host, port: port)
+        let loop = try HTTP2ClientLoop(host: host, port: port)
+        LoadInterrupt.watch(loop)
         var bearer = token
         if let tokenFile {
             guard let text = try? String(contentsOfFile: tokenFile, encoding: .utf8),

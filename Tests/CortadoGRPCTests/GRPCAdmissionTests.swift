@@ -51,10 +51,11 @@ final class GRPCAdmissionTests: XCTestCase {
 
     func testAdmittedCallReachesItsHandler() throws {
         let handled = Counter()
-        let client = try HTTP2TestClient(port: try startServer(handled: handled))
-        let response = try client.call(path: "/test.Echo/Echo", message: Array("hi".utf8), metadata: [("x-key", "open")])
-        XCTAssertEqual(response.grpcStatus, 0)
-        XCTAssertEqual(try response.messages(), [Array("hi".utf8)])
+        let client = try SharedClientCall.transport(port: try startServer(handled: handled))
+        defer { client.close() }
+        let response = SharedClientCall.call(client, "/test.Echo/Echo", Array("hi".utf8), metadata: [("x-key", "open")])
+        XCTAssertEqual(response.status, .ok)
+        XCTAssertEqual(response.message, Array("hi".utf8))
         XCTAssertEqual(handled.value, 1)
     }
 
@@ -74,9 +75,10 @@ final class GRPCAdmissionTests: XCTestCase {
 
     func testUnknownMethodIsUnimplementedBeforeAdmission() throws {
         let handled = Counter()
-        let client = try HTTP2TestClient(port: try startServer(handled: handled))
-        let response = try client.call(path: "/test.Echo/Nope", message: [])
-        XCTAssertEqual(response.grpcStatus, Int(GRPCStatus.Code.unimplemented.rawValue))
+        let client = try SharedClientCall.transport(port: try startServer(handled: handled))
+        defer { client.close() }
+        XCTAssertEqual(SharedClientCall.call(client, "/test.Echo/Nope").status.code, .unimplemented)
+        XCTAssertEqual(handled.value, 0)
     }
 
     func testUnusableTLSFilesStopTheStart() throws {

@@ -5,8 +5,8 @@ import XCTest
 import Glibc
 #endif
 
-/// The whole transport in process: a `GRPCServer` on 127.0.0.1 with an ephemeral port, and
-/// `HTTP2TestClient` speaking HTTP/2 to it. Handlers answer from a dispatch queue, as the
+/// The whole transport in process: a `GRPCServer` on 127.0.0.1 with an ephemeral port, the
+/// shared client layers calling it, and `HTTP2TestClient` for what happens on the wire. Handlers answer from a dispatch queue, as the
 /// server's workers do. Every wait is bounded.
 final class GRPCServerLoopbackTests: XCTestCase {
     static let failMessage = "model 'größe' is 100% broken\nsee logs"
@@ -80,41 +80,44 @@ final class GRPCServerLoopbackTests: XCTestCase {
 
     func testEmptyMessageEcho() throws {
         let (_, port) = try startServer()
-        let client = try HTTP2TestClient(port: port)
-        let response = try client.call(path: "/test.Echo/Echo", message: [])
-        XCTAssertEqual(try response.messages(), [[]])
-        XCTAssertEqual(response.grpcStatus, 0)
+        let client = try SharedClientCall.transport(port: port)
+        defer { client.close() }
+        let response = SharedClientCall.call(client, "/test.Echo/Echo", [])
+        XCTAssertEqual(response.status, .ok)
+        XCTAssertEqual(response.message, [])
     }
 
     /// Larger than a DATA frame and than the default 64 KiB window, both ways.
     func testLargeMessageEcho() throws {
         let (_, port) = try startServer()
-        let client = try HTTP2TestClient(port: port)
+        let client = try SharedClientCall.transport(port: port)
+        defer { client.close() }
         let message = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
-        let response = try client.call(path: "/test.Echo/Echo", message: message, timeout: 10)
-        XCTAssertEqual(response.grpcStatus, 0)
-        XCTAssertEqual(try response.messages(), [message])
+        let response = SharedClientCall.call(client, "/test.Echo/Echo", message)
+        XCTAssertEqual(response.status, .ok)
+        XCTAssertEqual(response.message, message)
     }
 
     func testConcurrentCallsOnOneConnection() throws {
-        let (_, port) = try startServer()
-        let client = try HTTP2TestClient(port: port)
-        let ids = try (0..<20).map { i in try client.startCall(path: i % 2 == 0 ? "/test.Echo/Echo" : "/test.Echo/SlowEcho", message: Array("m\(i)".utf8)) }
-        try client.pump(timeout: 10) { ids.allSatisfy { client.responses[$0]?.closed == true } }
-        for (i, id) in ids.enumerated() {
-            let response = client.responses[id]!
-            XCTAssertEqual(response.grpcStatus, 0, "call \(i)")
-            XCTAssertEqual(try response.messages(), [Array("m\(i)".utf8)], "call \(i)")
+        let (server, port) = try startServer()
+        let client = try SharedClientCall.transport(port: port)
+        defer { client.close() }
+        let requests = (0..<20).map { i in (path: i % 2 == 0 ? "/test.Echo/Echo" : "/test.Echo/SlowEcho", message: Array("m\(i)".utf8)) }
+        for (i, response) in SharedClientCall.calls(client, requests).enumerated() {
+            XCTAssertEqual(response.status, .ok, "call \(i)")
+            XCTAssertEqual(response.message, Array("m\(i)".utf8), "call \(i)")
         }
+        XCTAssertEqual(server.connectionCount, 1, "the calls shared one connection")
     }
 
     func testMetadataAndDeadlineReachTheHandler() throws {
         let (_, port) = try startServer()
-        let client = try HTTP2TestClient(port: port)
-        let with = try client.call(path: "/test.Echo/Inspect", metadata: [("x-test", "abc"), ("grpc-timeout", "5S")])
-        XCTAssertEqual(try with.messages().first.map { String(decoding: $0, as: UTF8.self) }, "abc|deadline|Inspect")
-        let without = try client.call(path: "/test.Echo/Inspect")
-        XCTAssertEqual(try without.messages().first.map { String(decoding: $0, as: UTF8.self) }, "-|no deadline|Inspect")
+        let client = try SharedClientCall.transport(port: port)
+        defer { client.close() }
+        let with = SharedClientCall.call(client, "/test.Echo/Inspect", metadata: [("x-test", "abc")], timeout: .seconds(5))
+        XCTAssertEqual(with.message.map { String(decoding: $0, as: UTF8.self) }, "abc|deadline|Inspect")
+        let without = SharedClientCall.call(client, "/test.Echo/Inspect", timeout: nil)
+        XCTAssertEqual(without.message.map { String(decoding: $0, as: UTF8.self) }, "-|no deadline|Inspect")
     }
 
     // MARK: errors
@@ -150,11 +153,12 @@ final class GRPCServerLoopbackTests: XCTestCase {
 
     func testMessageOverTheLimitIsResourceExhausted() throws {
         let (_, port) = try startServer { $0.maxReceiveMessageSize = 16 }
-        let client = try HTTP2TestClient(port: port)
-        XCTAssertEqual(try client.call(path: "/test.Echo/Echo", message: [UInt8](repeating: 1, count: 16)).grpcStatus, 0)
-        let response = try client.call(path: "/test.Echo/Echo", message: [UInt8](repeating: 1, count: 17))
-        XCTAssertEqual(response.grpcStatus, GRPCStatus.Code.resourceExhausted.rawValue)
-        XCTAssertEqual(response.grpcMessage?.contains("17 bytes"), true, response.grpcMessage ?? "")
+        let client = try SharedClientCall.transport(port: port)
+        defer { client.close() }
+        XCTAssertEqual(SharedClientCall.call(client, "/test.Echo/Echo", [UInt8](repeating: 1, count: 16)).status, .ok)
+        let response = SharedClientCall.call(client, "/test.Echo/Echo", [UInt8](repeating: 1, count: 17))
+        XCTAssertEqual(response.status.code, .resourceExhausted)
+        XCTAssertTrue(response.status.message.contains("17 bytes"), response.status.message)
     }
 
     func testMalformedBodies() throws {

@@ -10,6 +10,15 @@ final class GRPCStatusTests: XCTestCase {
         XCTAssertEqual(GRPCStatus.Code.internal.description, "INTERNAL")
     }
 
+    func testNumbersFromThePeer() {
+        XCTAssertEqual(GRPCStatus.name(ofCode: 14), "UNAVAILABLE")
+        XCTAssertEqual(GRPCStatus.name(ofCode: 17), "STATUS_17")
+        XCTAssertEqual(GRPCStatus.name(ofCode: -1), "STATUS_-1")
+        XCTAssertEqual(GRPCStatus(number: 5, message: "no model"), GRPCStatus(.notFound, "no model"))
+        XCTAssertEqual(GRPCStatus(number: 99, message: "odd"), GRPCStatus(.unknown, "grpc-status 99: odd"))
+        XCTAssertEqual(GRPCStatus.Code.unauthenticated.number, 16)
+    }
+
     func testDescription() {
         XCTAssertEqual(GRPCStatus.ok.description, "OK")
         XCTAssertEqual(GRPCStatus(.notFound, "no model").description, "NOT_FOUND: no model")

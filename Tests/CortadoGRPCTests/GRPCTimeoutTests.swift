@@ -40,4 +40,48 @@ final class GRPCTimeoutTests: XCTestCase {
         XCTAssertEqual(GRPCTimeout.parse("99999999H"), UInt64.max)
         XCTAssertEqual(GRPCTimeout.parse("99999999M"), 99_999_999 * 60_000_000_000, "fits: about 6e18")
     }
+
+    /// What a client sends reads back as at least the time it waits, and at most one unit
+    /// more (the finest unit whose amount fits in 8 digits).
+    func testEncodeRoundTripsWithinOneUnit() {
+        let cases: [UInt64] = [0, 1, 999, 99_999_999, 100_000_000, 1_234_567_891, 5_000_000_000, 99_999_999_000_000,
+                               100_000_000_000_000, UInt64.max / 2, UInt64.max]
+        for nanos in cases {
+            let header = GRPCTimeout.encode(nanoseconds: nanos)
+            XCTAssertLessThanOrEqual(header.utf8.count, 9, header)
+            guard let back = GRPCTimeout.parse(header) else { return XCTFail("\(nanos) -> '\(header)' does not parse") }
+            XCTAssertGreaterThanOrEqual(back, nanos, header)
+            let unit: UInt64
+            switch header.last! {
+            case "n": unit = 1
+            case "u": unit = 1_000
+            case "m": unit = 1_000_000
+            case "S": unit = 1_000_000_000
+            case "M": unit = 60_000_000_000
+            default: unit = 3_600_000_000_000
+            }
+            XCTAssertLessThanOrEqual(back - nanos, max(unit, 1), header)
+        }
+        XCTAssertEqual(GRPCTimeout.encode(nanoseconds: 1_500_000), "1500000n")
+        XCTAssertEqual(GRPCTimeout.encode(nanoseconds: 250_000_000), "250000u")
+    }
+
+    func testMethodPaths() {
+        let path = GRPCMethodPath("/inference.GRPCInferenceService/ModelInfer")
+        XCTAssertEqual(path?.service, "inference.GRPCInferenceService")
+        XCTAssertEqual(path?.method, "ModelInfer")
+        XCTAssertEqual(path?.path, "/inference.GRPCInferenceService/ModelInfer")
+        for bad in ["", "/", "//", "/a/", "//b", "a/b", "/a/b/c", "/a"] {
+            XCTAssertNil(GRPCMethodPath(bad), bad)
+        }
+    }
+
+    func testCustomMetadataNames() {
+        XCTAssertTrue(GRPCMetadata.isValidCustomName("authorization"))
+        XCTAssertTrue(GRPCMetadata.isValidCustomName("x-trace_id.v2"))
+        for bad in ["", ":path", "Authorization", "grpc-timeout", "content-type", "te", "a b", "é"] {
+            XCTAssertFalse(GRPCMetadata.isValidCustomName(bad), bad)
+        }
+        XCTAssertEqual(GRPCMetadata.value("b", in: [("a", "1"), ("b", "2"), ("b", "3")]), "2")
+    }
 }

@@ -10,8 +10,10 @@ struct HTTP2TestError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// A minimal gRPC client for loopback tests: HTTP/2 with prior knowledge over a blocking
-/// POSIX socket, frames through nghttp2's client session. Single-threaded; every wait is
+/// A wire-level gRPC client for loopback tests, for what the shared client layers
+/// (`SharedClientCall`) never send or hide: malformed bodies and headers, the header blocks
+/// as they came (trailers-only answers, percent-encoding), GOAWAY and the server's close.
+/// HTTP/2 with prior knowledge over a blocking POSIX socket, frames through nghttp2's client session. Single-threaded; every wait is
 /// bounded by a deadline so a broken server fails a test instead of hanging it.
 final class HTTP2TestClient {
     /// What came back on one stream.

@@ -1,3 +1,5 @@
+@testable import CortadoGRPCClient
+import CortadoGRPCCore
 @testable import CortadoLoad
 import Foundation
 import XCTest
@@ -28,28 +30,28 @@ final class ReconnectTests: XCTestCase {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    private func template(_ loop: LoadLoop) -> RequestTemplate {
-        RequestTemplate(path: "/cortado.v1.Predictor/Predict", authority: loop.authority, message: [], timeout: nil)
+    private func template(_ loop: HTTP2ClientLoop) -> HTTP2RequestTemplate {
+        HTTP2RequestTemplate(path: "/cortado.v1.Predictor/Predict", authority: loop.authority, message: [], timeout: nil)
     }
 
     func testBackoffDoublesFromItsBaseUpToItsCap() {
         for n in 1...12 {
-            let expected = min(ClientConnection.backoffBase << UInt64(n - 1), ClientConnection.backoffCap)
+            let expected = min(HTTP2ClientConnection.backoffBase << UInt64(n - 1), HTTP2ClientConnection.backoffCap)
             for _ in 0..<20 {
-                let delay = ClientConnection.backoff(afterFailures: n)
+                let delay = HTTP2ClientConnection.backoff(afterFailures: n)
                 XCTAssertGreaterThanOrEqual(Double(delay), 0.8 * Double(expected) - 1, "after \(n) failures")
                 XCTAssertLessThanOrEqual(Double(delay), 1.2 * Double(expected) + 1, "after \(n) failures")
             }
         }
-        XCTAssertLessThanOrEqual(ClientConnection.backoff(afterFailures: 10_000), UInt64(1.2 * Double(ClientConnection.backoffCap)) + 1)
+        XCTAssertLessThanOrEqual(HTTP2ClientConnection.backoff(afterFailures: 10_000), UInt64(1.2 * Double(HTTP2ClientConnection.backoffCap)) + 1)
     }
 
     /// The call made before a run (metadata) fails at once with the connect error: a wrong
     /// address is reported, not waited for.
     func testFailFastCallFailsWithTheConnectError() throws {
-        let loop = try LoadLoop(host: "127.0.0.1", port: try closedPort())
+        let loop = try HTTP2ClientLoop(host: "127.0.0.1", port: try closedPort())
         let outcome = loop.unary(template(loop), timeout: 30)
-        XCTAssertEqual(outcome.status, GRPCStatusName.unavailable)
+        XCTAssertEqual(outcome.status, GRPCStatus.Code.unavailable.number)
         XCTAssertTrue(outcome.message?.contains("connect to") == true, outcome.message ?? "")
         XCTAssertEqual(loop.connectionStats.connectFailures, 1)
         XCTAssertEqual(loop.connectionStats.reconnects, 0)
@@ -60,14 +62,14 @@ final class ReconnectTests: XCTestCase {
     /// the connects in between are spaced by the backoff: a handful before the deadline, not
     /// thousands.
     func testWaitingCallsExpireAfterBackedOffConnects() throws {
-        let loop = try LoadLoop(host: "127.0.0.1", port: try closedPort())
+        let loop = try HTTP2ClientLoop(host: "127.0.0.1", port: try closedPort())
         loop.ensureConnections(1)
         let callers = 8
-        var outcomes: [CallOutcome] = []
+        var outcomes: [GRPCCallOutcome] = []
         loop.onComplete = { outcomes.append($0) }
         let now = monotonicNanos()
         let request = template(loop)
-        let wait: UInt64 = 6 * ClientConnection.backoffBase
+        let wait: UInt64 = 6 * HTTP2ClientConnection.backoffBase
         for token in 0..<callers {
             loop.connections[0].start(request, token: token, startNanos: now, deadline: now + wait)
         }
@@ -80,14 +82,14 @@ final class ReconnectTests: XCTestCase {
         XCTAssertEqual(outcomes.count, callers)
         XCTAssertEqual(Set(outcomes.map(\.token)), Set(0..<callers))
         for outcome in outcomes {
-            XCTAssertEqual(outcome.status, GRPCStatusName.deadlineExceeded)
+            XCTAssertEqual(outcome.status, GRPCStatus.Code.deadlineExceeded.number)
             XCTAssertTrue(outcome.message?.contains("no connection") == true, outcome.message ?? "")
         }
         let stats = loop.connectionStats
         XCTAssertGreaterThanOrEqual(stats.connectFailures, 1)
         // Retries are spaced by at least 0.8 × the base delay (the spread's low end), so the
         // wait holds at most wait / (0.8 × base), rounded up, attempts after the first.
-        let spacing = Double(ClientConnection.backoffBase) * 0.8
+        let spacing = Double(HTTP2ClientConnection.backoffBase) * 0.8
         XCTAssertLessThanOrEqual(stats.connectFailures, 1 + Int((Double(wait) / spacing).rounded(.up)))
         XCTAssertNotNil(stats.lastConnectError)
         loop.shutdown()

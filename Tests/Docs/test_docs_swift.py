@@ -45,3 +45,10 @@ def test_swift_block_type_checks(block, tmp_path):
 
 def test_there_are_swift_blocks_to_check():
     assert BLOCKS, "no swift block is type-checked: the guide's Swift examples would go unchecked"
+
+
+def test_the_cortado_client_example_is_checked():
+    """docs/swift.md's CortadoClient example is among the blocks type-checked above."""
+    assert any("import CortadoClient" in b.text and "client.infer(" in b.text for b in BLOCKS), \
+        "no type-checked block uses CortadoClient"
+    assert (BUILD / "Modules" / "CortadoClient.swiftmodule").exists(), f"no CortadoClient module in {BUILD}: build first"

@@ -1,5 +1,6 @@
 import CortadoCore
 import CortadoGRPC
+import CortadoNativeCoding
 import CortadoServerProtos
 import Foundation
 

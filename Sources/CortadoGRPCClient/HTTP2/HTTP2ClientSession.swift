@@ -1,5 +1,6 @@
 import CLibUV
 import CNGHTTP2
+import CortadoGRPCCore
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -7,11 +8,11 @@ import Glibc
 
 /// A unary call as the client holds it before and between attempts: what to send, when it
 /// started, when it gives up, and whether it was already sent again once.
-struct ClientCall {
+struct HTTP2ClientCall {
     var token: Int
     var startNanos: UInt64
     var deadline: UInt64
-    var template: RequestTemplate
+    var template: HTTP2RequestTemplate
     var collect: Bool
     /// Waits (until its deadline) through failed connects instead of failing with the first.
     var waitForReady: Bool
@@ -21,9 +22,9 @@ struct ClientCall {
 
 /// One TCP connection and its nghttp2 client session (h2c, prior knowledge). Calls share it
 /// as concurrent streams; calls beyond the server's MAX_CONCURRENT_STREAMS wait inside
-/// nghttp2. Its `ClientConnection` decides what happens when it fails, ends or goes away.
-final class ClientSession {
-    unowned let channel: ClientConnection
+/// nghttp2. Its `HTTP2ClientConnection` decides what happens when it fails, ends or goes away.
+final class HTTP2ClientSession {
+    unowned let channel: HTTP2ClientConnection
 
     /// Idle until the channel's next flush connects it (never from inside a callback).
     enum State { case idle, connecting, connected, closed }
@@ -43,18 +44,19 @@ final class ClientSession {
     struct Slot {
         var inUse = false
         var delivered = false
-        var call: ClientCall?
+        var call: HTTP2ClientCall?
         var offset = 0
         var streamID: Int32 = 0
         var httpStatus = 0
         var grpcStatus: Int32 = -1
         var grpcMessage: String?
         var body: [UInt8] = []
+        var metadata: [(name: String, value: String)] = []
     }
     private var slots: [Slot] = []
     private var free: [Int] = []
 
-    init(channel: ClientConnection) {
+    init(channel: HTTP2ClientConnection) {
         self.channel = channel
         makeSession()
     }
@@ -68,7 +70,7 @@ final class ClientSession {
     // MARK: calls
 
     /// Submits one call as a new stream (sent once connected). Its outcome goes to the channel.
-    func submit(_ call: ClientCall) {
+    func submit(_ call: HTTP2ClientCall) {
         let slotIndex: Int
         if let i = free.popLast() { slotIndex = i } else { slots.append(Slot()); slotIndex = slots.count - 1 }
         slots[slotIndex] = Slot(inUse: true, delivered: false, call: call)
@@ -78,7 +80,7 @@ final class ClientSession {
         let id = nghttp2_submit_request(session, nil, call.template.nva, call.template.nvaCount, &provider,
                                         UnsafeMutableRawPointer(bitPattern: slotIndex + 1))
         if id < 0 {
-            deliver(slotIndex, status: GRPCStatusName.internalError,
+            deliver(slotIndex, status: GRPCStatus.Code.internal.number,
                     message: "nghttp2_submit_request: \(String(cString: nghttp2_strerror(id)))", deferred: true)
             release(slotIndex)
             return
@@ -91,7 +93,8 @@ final class ClientSession {
         guard slots[i].inUse, !slots[i].delivered, let call = slots[i].call else { return }
         slots[i].delivered = true
         open -= 1
-        channel.deliver(call, status: status, message: message, body: call.collect ? slots[i].body : [], deferred: deferred)
+        channel.deliver(call, status: status, message: message, body: call.collect ? slots[i].body : [],
+                        metadata: slots[i].metadata, deferred: deferred)
     }
 
     private func release(_ i: Int) {
@@ -104,7 +107,7 @@ final class ClientSession {
     func expire(now: UInt64) {
         guard open > 0 else { return }
         for i in slots.indices where slots[i].inUse && !slots[i].delivered && slots[i].call!.deadline <= now {
-            deliver(i, status: GRPCStatusName.deadlineExceeded, message: "client deadline passed")
+            deliver(i, status: GRPCStatus.Code.deadlineExceeded.number, message: "client deadline passed")
             if let session, slots[i].streamID > 0 {
                 // On a stream not sent yet this cancels its queued HEADERS instead.
                 nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), slots[i].streamID, UInt32(NGHTTP2_CANCEL.rawValue))
@@ -115,15 +118,15 @@ final class ClientSession {
 
     /// Fails the calls that must not wait for another connect (`waitForReady` false), and
     /// hands back the rest, undelivered: they were never read by a server.
-    func takeUnsentCalls(failing reason: String) -> [ClientCall] {
-        var kept: [ClientCall] = []
+    func takeUnsentCalls(failing reason: String) -> [HTTP2ClientCall] {
+        var kept: [HTTP2ClientCall] = []
         for i in slots.indices where slots[i].inUse && !slots[i].delivered {
             if slots[i].call!.waitForReady {
                 kept.append(slots[i].call!)
                 slots[i].delivered = true
                 open -= 1
             } else {
-                deliver(i, status: GRPCStatusName.unavailable, message: reason, deferred: true)
+                deliver(i, status: GRPCStatus.Code.unavailable.number, message: reason, deferred: true)
             }
         }
         return kept
@@ -133,7 +136,7 @@ final class ClientSession {
     /// step, so a caller that starts its next call at once lands in another session).
     func failOpenCalls(_ reason: String) {
         for i in slots.indices where slots[i].inUse && !slots[i].delivered {
-            deliver(i, status: GRPCStatusName.unavailable, message: reason, deferred: true)
+            deliver(i, status: GRPCStatus.Code.unavailable.number, message: reason, deferred: true)
         }
     }
 
@@ -165,9 +168,9 @@ final class ClientSession {
 
     /// Holds the session until libuv reports the connect (also when it is cancelled by a close).
     private final class ConnectRequest {
-        let session: ClientSession
+        let session: HTTP2ClientSession
         let tcp: UnsafeMutablePointer<uv_tcp_t>
-        init(_ s: ClientSession, _ tcp: UnsafeMutablePointer<uv_tcp_t>) { session = s; self.tcp = tcp }
+        init(_ s: HTTP2ClientSession, _ tcp: UnsafeMutablePointer<uv_tcp_t>) { session = s; self.tcp = tcp }
     }
 
     private func connect() {
@@ -205,11 +208,11 @@ final class ClientSession {
         state = .connected
         let stream = UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self)
         uv_read_start(stream, { handle, _, buf in
-            let me = Unmanaged<ClientSession>.fromOpaque(handle!.pointee.data).takeUnretainedValue()
+            let me = Unmanaged<HTTP2ClientSession>.fromOpaque(handle!.pointee.data).takeUnretainedValue()
             let buffer = me.channel.owner.readBuffer
             buf!.pointee = uv_buf_init(buffer.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(buffer.count))
         }, { stream, nread, _ in
-            let me = Unmanaged<ClientSession>.fromOpaque(stream!.pointee.data).takeUnretainedValue()
+            let me = Unmanaged<HTTP2ClientSession>.fromOpaque(stream!.pointee.data).takeUnretainedValue()
             me.didRead(nread)
         })
         channel.markDirty()
@@ -301,8 +304,8 @@ final class ClientSession {
 
     // MARK: nghttp2 callbacks
 
-    @inline(__always) private static func me(_ userData: UnsafeMutableRawPointer?) -> ClientSession {
-        Unmanaged<ClientSession>.fromOpaque(userData!).takeUnretainedValue()
+    @inline(__always) private static func me(_ userData: UnsafeMutableRawPointer?) -> HTTP2ClientSession {
+        Unmanaged<HTTP2ClientSession>.fromOpaque(userData!).takeUnretainedValue()
     }
 
     @inline(__always) private static func slotIndex(_ session: OpaquePointer?, _ streamID: Int32) -> Int? {
@@ -342,8 +345,12 @@ final class ClientSession {
             for k in 0..<valueLength { v = v * 10 + Int32(value[k]) - 48 }
             c.slots[i].grpcStatus = v
         } else if nameLength == 12, memcmp(name, "grpc-message", 12) == 0 {
-            c.slots[i].grpcMessage = GRPCStatusName.percentDecode(
+            c.slots[i].grpcMessage = GRPCStatus.percentDecode(
                 String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self))
+        } else if c.slots[i].call?.collect == true, name[0] != UInt8(ascii: ":") {
+            // Headers and trailers the caller may read (only for calls that collect their answer).
+            c.slots[i].metadata.append((String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self),
+                                        String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)))
         }
         return 0
     }
@@ -375,28 +382,14 @@ final class ClientSession {
         if slot.grpcStatus >= 0 {
             status = slot.grpcStatus
         } else if errorCode != 0 {
-            // gRPC's mapping of RST_STREAM codes.
-            switch errorCode {
-            case NGHTTP2_REFUSED_STREAM.rawValue: status = GRPCStatusName.unavailable
-            case NGHTTP2_CANCEL.rawValue: status = GRPCStatusName.cancelled
-            case NGHTTP2_ENHANCE_YOUR_CALM.rawValue: status = GRPCStatusName.resourceExhausted
-            default: status = GRPCStatusName.internalError
-            }
+            status = GRPCResponseStatus.code(forReset: errorCode).number
             message = message ?? "stream reset: \(String(cString: nghttp2_http2_strerror(errorCode)))"
                 + (errorCode == NGHTTP2_REFUSED_STREAM.rawValue ? " (refused again after one retry)" : "")
         } else if slot.httpStatus != 200 {
-            // gRPC's mapping of HTTP statuses without grpc-status.
-            switch slot.httpStatus {
-            case 400: status = GRPCStatusName.internalError
-            case 401: status = GRPCStatusName.unauthenticated
-            case 403: status = GRPCStatusName.permissionDenied
-            case 404: status = GRPCStatusName.unimplemented
-            case 429, 502, 503, 504: status = GRPCStatusName.unavailable
-            default: status = GRPCStatusName.unknown
-            }
+            status = GRPCResponseStatus.code(forHTTPStatus: slot.httpStatus).number
             message = message ?? "HTTP status \(slot.httpStatus)"
         } else {
-            status = GRPCStatusName.internalError
+            status = GRPCStatus.Code.internal.number
             message = message ?? "response ended without grpc-status"
         }
         c.deliver(i, status: status, message: message)

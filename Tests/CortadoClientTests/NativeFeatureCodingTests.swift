@@ -1,6 +1,6 @@
 import CortadoGRPC
 import CortadoModels
-@testable import CortadoServer
+import CortadoNativeCoding
 import CortadoServerProtos
 import Foundation
 import XCTest
@@ -89,7 +89,7 @@ final class NativeFeatureCodingTests: XCTestCase {
         XCTAssertEqual(try roundTrip(MLFeatureValue(sequence: MLSequence(int64s: [3, -1, .max]))).sequenceValue, MLSequence(int64s: [3, -1, .max]))
         XCTAssertEqual(try roundTrip(MLFeatureValue(sequence: MLSequence(strings: ["x", "", "y"]))).sequenceValue, MLSequence(strings: ["x", "", "y"]))
         // An empty sequence has no element type on the wire: the description decides.
-        let strings = try MLFeatureDescription(TestSpecs.sequence("f", int64: false))
+        let strings = try MLFeatureDescription(CodingSpecs.sequence("f", int64: false))
         XCTAssertEqual(try roundTrip(MLFeatureValue(sequence: MLSequence(strings: [])), expected: strings).sequenceValue, MLSequence(strings: []))
         XCTAssertEqual(try roundTrip(MLFeatureValue(sequence: MLSequence(strings: []))).sequenceValue, MLSequence(int64s: []))
     }
@@ -120,7 +120,7 @@ final class NativeFeatureCodingTests: XCTestCase {
     }
 
     func testArrayTypeFallsBackToTheDescriptionThenDouble() throws {
-        let described = try MLFeatureDescription(TestSpecs.array("f", [2], .int32))
+        let described = try MLFeatureDescription(CodingSpecs.array("f", [2], .int32))
         let eight = Data(count: 8)
         XCTAssertEqual(try decode({ $0.multiArray.shape = [2]; $0.multiArray.data = eight }, expected: described).multiArrayValue?.dataType, .int32)
         XCTAssertEqual(try decode({ $0.multiArray.shape = [1]; $0.multiArray.data = eight }).multiArrayValue?.dataType, .double)
@@ -176,5 +176,28 @@ final class NativeFeatureCodingTests: XCTestCase {
         XCTAssertThrowsError(try decode { $0.image.width = 2; $0.image.height = 2; $0.image.pixelFormat = .rgb8; $0.image.data = Data(count: 3) }) { error in
             XCTAssertEqual((error as? GRPCStatus)?.code, .invalidArgument)
         }
+    }
+}
+
+/// The feature descriptions these tests need, built with the generated Core ML types.
+private enum CodingSpecs {
+    static func sequence(_ name: String, int64: Bool) -> CoreML_Specification_FeatureDescription {
+        var feature = CoreML_Specification_FeatureDescription()
+        feature.name = name
+        var sequence = CoreML_Specification_SequenceFeatureType()
+        if int64 { sequence.int64Type = .init() } else { sequence.stringType = .init() }
+        feature.type.sequenceType = sequence
+        return feature
+    }
+
+    static func array(_ name: String, _ shape: [Int64], _ type: CoreML_Specification_ArrayFeatureType.ArrayDataType)
+        -> CoreML_Specification_FeatureDescription {
+        var feature = CoreML_Specification_FeatureDescription()
+        feature.name = name
+        var array = CoreML_Specification_ArrayFeatureType()
+        array.shape = shape
+        array.dataType = type
+        feature.type.multiArrayType = array
+        return feature
     }
 }

@@ -1,5 +1,5 @@
 import CortadoModels
-@testable import CortadoServer
+import CortadoNativeCoding
 import Foundation
 import XCTest
 

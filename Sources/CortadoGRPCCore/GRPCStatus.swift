@@ -21,6 +21,9 @@ public struct GRPCStatus: Error, Sendable, Equatable, CustomStringConvertible {
         case dataLoss = 15
         case unauthenticated = 16
 
+        /// The number as `grpc-status` carries it.
+        public var number: Int32 { Int32(rawValue) }
+
         public var description: String {
             switch self {
             case .ok: return "OK"
@@ -46,6 +49,22 @@ public struct GRPCStatus: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var code: Code
     public var message: String
+
+    /// The name of a `grpc-status` number as it travels (`UNAVAILABLE`), or `STATUS_<n>` for a
+    /// number outside the canonical codes.
+    public static func name(ofCode number: Int32) -> String {
+        Code(rawValue: Int(number))?.description ?? "STATUS_\(number)"
+    }
+
+    /// The status a peer sent as `grpc-status` and `grpc-message` (already percent-decoded);
+    /// a number outside the canonical codes is UNKNOWN, as gRPC's clients read it.
+    public init(number: Int32, message: String) {
+        if let code = Code(rawValue: Int(number)) {
+            self.init(code, message)
+        } else {
+            self.init(.unknown, message.isEmpty ? "grpc-status \(number)" : "grpc-status \(number): \(message)")
+        }
+    }
 
     public init(_ code: Code, _ message: String = "") {
         self.code = code

@@ -1,11 +1,12 @@
 import CLibUV
+import CortadoGRPCCore
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// What happened to one connection's sockets over a run (summed over a loop's connections).
-public struct ConnectionStats: Codable, Sendable, Equatable {
+public struct HTTP2ConnectionStats: Codable, Sendable, Equatable {
     /// GOAWAY frames received: the server stopped taking new streams on a connection.
     public var goaways = 0
     /// Connections opened after an earlier one of the same slot was lost or went away.
@@ -21,7 +22,7 @@ public struct ConnectionStats: Codable, Sendable, Equatable {
 
     public init() {}
 
-    public static func + (a: ConnectionStats, b: ConnectionStats) -> ConnectionStats {
+    public static func + (a: HTTP2ConnectionStats, b: HTTP2ConnectionStats) -> HTTP2ConnectionStats {
         var sum = a
         sum.goaways += b.goaways
         sum.reconnects += b.reconnects
@@ -31,7 +32,7 @@ public struct ConnectionStats: Codable, Sendable, Equatable {
         return sum
     }
 
-    public static func - (a: ConnectionStats, b: ConnectionStats) -> ConnectionStats {
+    public static func - (a: HTTP2ConnectionStats, b: HTTP2ConnectionStats) -> HTTP2ConnectionStats {
         var diff = a
         diff.goaways -= b.goaways
         diff.reconnects -= b.reconnects
@@ -41,30 +42,30 @@ public struct ConnectionStats: Codable, Sendable, Equatable {
     }
 }
 
-/// One of cortado-load's connections to the server as callers see it: a slot that always
+/// One client connection to the server as callers see it: a slot that always
 /// has somewhere to send the next call. Calls go to its current HTTP/2 session
-/// (`ClientSession`). After a GOAWAY that session keeps only its streams up to the GOAWAY's
+/// (`HTTP2ClientSession`). After a GOAWAY that session keeps only its streams up to the GOAWAY's
 /// last stream id, and new calls go to a new session; calls it refused are sent again once.
 /// After a lost connection its open calls fail with UNAVAILABLE (they may have reached the
 /// server), and the next call opens a new one. While connects fail, calls wait here (to their
 /// deadline) and connects are retried with capped exponential backoff: one failed connect
 /// costs a counter and a timer, not a failed call per caller per loop turn.
-public final class ClientConnection {
-    unowned let owner: LoadLoop
+public final class HTTP2ClientConnection {
+    unowned let owner: HTTP2ClientLoop
     let index: Int
 
-    private var current: ClientSession?
+    private var current: HTTP2ClientSession?
     /// Sessions after a GOAWAY, answering their last streams.
-    private var retiring: [ClientSession] = []
+    private var retiring: [HTTP2ClientSession] = []
     /// Closed sessions, kept until the next flush: one may still be on the stack below.
-    private var closed: [ClientSession] = []
+    private var closed: [HTTP2ClientSession] = []
     /// Calls waiting out a backoff for the next connect.
-    private var waiting: [ClientCall] = []
+    private var waiting: [HTTP2ClientCall] = []
     var dirty = false
 
     public internal(set) var bytesSent: UInt64 = 0
     public internal(set) var bytesReceived: UInt64 = 0
-    public private(set) var stats = ConnectionStats()
+    public private(set) var stats = HTTP2ConnectionStats()
 
     /// The first retry waits `backoffBase`, each further failure doubles it, up to
     /// `backoffCap`; each delay is spread ±20% so connections do not retry in step.
@@ -83,7 +84,7 @@ public final class ClientConnection {
         (current?.open ?? 0) + retiring.reduce(0) { $0 + $1.open } + waiting.count
     }
 
-    init(owner: LoadLoop, index: Int) {
+    init(owner: HTTP2ClientLoop, index: Int) {
         self.owner = owner
         self.index = index
     }
@@ -93,17 +94,17 @@ public final class ClientConnection {
     /// Starts one unary call; its outcome arrives through `owner.onComplete`. With
     /// `waitForReady` false a failed connect fails the call at once (UNAVAILABLE) instead of
     /// letting it wait for the next attempt.
-    public func start(_ template: RequestTemplate, token: Int, startNanos: UInt64, deadline: UInt64, collect: Bool = false,
+    public func start(_ template: HTTP2RequestTemplate, token: Int, startNanos: UInt64, deadline: UInt64, collect: Bool = false,
                       waitForReady: Bool = true) {
-        submit(ClientCall(token: token, startNanos: startNanos, deadline: deadline, template: template, collect: collect,
+        submit(HTTP2ClientCall(token: token, startNanos: startNanos, deadline: deadline, template: template, collect: collect,
                           waitForReady: waitForReady))
     }
 
-    private func submit(_ call: ClientCall) {
+    private func submit(_ call: HTTP2ClientCall) {
         if let session = usableSession() {
             session.submit(call)
         } else if shutDown {
-            deliver(call, status: GRPCStatusName.unavailable, message: "client shutting down", body: [], deferred: true)
+            deliver(call, status: GRPCStatus.Code.unavailable.number, message: "client shutting down", body: [], deferred: true)
         } else {
             waiting.append(call)
             armTimer()
@@ -112,14 +113,14 @@ public final class ClientConnection {
 
     /// The session new calls go to: the current one unless it went away; a new one (connected
     /// at the next flush) unless a backoff is running.
-    private func usableSession() -> ClientSession? {
+    private func usableSession() -> HTTP2ClientSession? {
         if let session = current, session.acceptsCalls { return session }
         if let session = current {
             current = nil
             if session.state != .closed { retiring.append(session) }
         }
         if shutDown || timerArmed || monotonicNanos() < retryAt { return nil }
-        let session = ClientSession(channel: self)
+        let session = HTTP2ClientSession(channel: self)
         current = session
         markDirty()
         return session
@@ -130,14 +131,15 @@ public final class ClientConnection {
         if current == nil && waiting.isEmpty { _ = usableSession() }
     }
 
-    func deliver(_ call: ClientCall, status: Int32, message: String?, body: [UInt8], deferred: Bool) {
-        var outcome = CallOutcome(token: call.token, startNanos: call.startNanos, endNanos: monotonicNanos(),
-                                  status: status, message: message, body: body)
+    func deliver(_ call: HTTP2ClientCall, status: Int32, message: String?, body: [UInt8],
+                 metadata: [(name: String, value: String)] = [], deferred: Bool) {
+        var outcome = GRPCCallOutcome(token: call.token, startNanos: call.startNanos, endNanos: monotonicNanos(),
+                                      status: status, message: message, body: body, metadata: metadata)
         if deferred { owner.deferredFailures.append(outcome) } else { owner.onComplete?(&outcome) }
     }
 
     /// A call its session refused unprocessed: sent again once, wherever new calls go now.
-    func retry(_ call: ClientCall) {
+    func retry(_ call: HTTP2ClientCall) {
         stats.retriedCalls += 1
         submit(call)
     }
@@ -150,7 +152,7 @@ public final class ClientConnection {
         let expired = waiting.filter { $0.deadline <= now }
         waiting.removeAll { $0.deadline <= now }
         let reason = "no connection to \(owner.authority) before the deadline" + (stats.lastConnectError.map { " (\($0))" } ?? "")
-        for call in expired { deliver(call, status: GRPCStatusName.deadlineExceeded, message: reason, body: [], deferred: false) }
+        for call in expired { deliver(call, status: GRPCStatus.Code.deadlineExceeded.number, message: reason, body: [], deferred: false) }
     }
 
     func markDirty() { owner.markDirty(self) }
@@ -168,14 +170,14 @@ public final class ClientConnection {
 
     // MARK: session events
 
-    func sessionReady(_ session: ClientSession) {
+    func sessionReady(_ session: HTTP2ClientSession) {
         failuresInARow = 0
         retryAt = 0
         if everReady { stats.reconnects += 1 }
         everReady = true
     }
 
-    func sessionGoingAway(_ session: ClientSession) {
+    func sessionGoingAway(_ session: HTTP2ClientSession) {
         stats.goaways += 1
         if current === session {
             current = nil
@@ -186,7 +188,7 @@ public final class ClientConnection {
     /// A session's connection is gone. Before the server's SETTINGS that is a failed connect:
     /// its calls were never read, so they wait for the next attempt (after a backoff). After,
     /// its open calls fail: they may have reached the server.
-    func sessionEnded(_ session: ClientSession, reason: String) {
+    func sessionEnded(_ session: HTTP2ClientSession, reason: String) {
         guard session.state != .closed else { return }
         if !session.ready {
             stats.connectFailures += 1
@@ -220,7 +222,7 @@ public final class ClientConnection {
         let now = monotonicNanos()
         let ms = retryAt > now ? (retryAt - now + 999_999) / 1_000_000 : 0
         uv_timer_start(timer, { t in
-            Unmanaged<ClientConnection>.fromOpaque(t!.pointee.data).takeUnretainedValue().backoffEnded()
+            Unmanaged<HTTP2ClientConnection>.fromOpaque(t!.pointee.data).takeUnretainedValue().backoffEnded()
         }, ms, 0)
     }
 
@@ -242,7 +244,7 @@ public final class ClientConnection {
         }
         current = nil
         retiring.removeAll()
-        for call in waiting { deliver(call, status: GRPCStatusName.unavailable, message: reason, body: [], deferred: true) }
+        for call in waiting { deliver(call, status: GRPCStatus.Code.unavailable.number, message: reason, body: [], deferred: true) }
         waiting.removeAll()
         if let timer {
             self.timer = nil

@@ -1,12 +1,12 @@
 import CortadoCore
-import CortadoGRPC
+import CortadoGRPCCore
 import CortadoServerProtos
 import Foundation
 
 /// `cortado.v1` feature values ↔ Core ML feature values. Lossless both ways: multi-arrays
 /// travel as raw little-endian elements in their own type (Float16 as 2-byte values).
-enum NativeFeatureCoding {
-    static func dataType(_ t: Cortado_V1_ArrayDataType) -> MLMultiArrayDataType? {
+public enum NativeFeatureCoding {
+    public static func dataType(_ t: Cortado_V1_ArrayDataType) -> MLMultiArrayDataType? {
         switch t {
         case .float32: return .float32
         case .double: return .double
@@ -16,7 +16,7 @@ enum NativeFeatureCoding {
         }
     }
 
-    static func wireType(_ t: MLMultiArrayDataType) -> Cortado_V1_ArrayDataType {
+    public static func wireType(_ t: MLMultiArrayDataType) -> Cortado_V1_ArrayDataType {
         switch t {
         case .float32: return .float32
         case .double: return .double
@@ -26,7 +26,7 @@ enum NativeFeatureCoding {
     }
 
     /// Decodes one input; errors are INVALID_ARGUMENT naming the feature.
-    static func decode(_ value: Cortado_V1_FeatureValue, name: String, expected: MLFeatureDescription?) throws(GRPCStatus) -> MLFeatureValue {
+    public static func decode(_ value: Cortado_V1_FeatureValue, name: String, expected: MLFeatureDescription?) throws(GRPCStatus) -> MLFeatureValue {
         func bad(_ message: String) -> GRPCStatus { GRPCStatus(.invalidArgument, "input '\(name)': \(message)") }
         switch value.kind {
         case .int64Value(let v)?: return MLFeatureValue(int64: v)
@@ -36,7 +36,7 @@ enum NativeFeatureCoding {
             let dt = dataType(a.dataType) ?? expected?.multiArrayConstraint?.dataType ?? .double
             let shape = a.shape.map { Int($0) }
             guard shape.allSatisfy({ $0 >= 0 }) else { throw bad("negative dimension in shape \(shape)") }
-            guard let bytes = TensorMapping.byteCount(shape, elementSize: dt.size) else {
+            guard let bytes = byteCount(shape, elementSize: dt.size) else {
                 throw bad("shape \(shape) has too many elements")
             }
             guard a.data.count == bytes else {
@@ -80,7 +80,18 @@ enum NativeFeatureCoding {
         }
     }
 
-    static func encode(_ value: MLFeatureValue) -> Cortado_V1_FeatureValue {
+    /// Bytes of `shape` elements of `elementSize` bytes, or nil when that overflows.
+    static func byteCount(_ shape: [Int], elementSize: Int) -> Int? {
+        var n = elementSize
+        for d in shape {
+            let (p, overflow) = n.multipliedReportingOverflow(by: d)
+            if overflow { return nil }
+            n = p
+        }
+        return n
+    }
+
+    public static func encode(_ value: MLFeatureValue) -> Cortado_V1_FeatureValue {
         var out = Cortado_V1_FeatureValue()
         switch value.storage {
         case .undefined: break
@@ -127,8 +138,8 @@ enum NativeFeatureCoding {
 }
 
 /// Raw element bytes of a multi-array in row-major order.
-enum MultiArrayBytes {
-    static func contiguousData(_ a: MLMultiArray) -> Data {
+public enum MultiArrayBytes {
+    public static func contiguousData(_ a: MLMultiArray) -> Data {
         let size = a.dataType.size
         if a.isContiguous {
             return Data(bytes: a.dataPointer, count: a.count * size)

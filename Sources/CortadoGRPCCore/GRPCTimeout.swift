@@ -23,4 +23,18 @@ public enum GRPCTimeout {
         let (product, overflow) = amount.multipliedReportingOverflow(by: perUnit)
         return overflow ? UInt64.max : product
     }
+
+    /// The header value for a timeout of `nanoseconds`: the finest unit whose amount fits in
+    /// 8 digits, rounded up so a client never announces less time than it waits.
+    public static func encode(nanoseconds: UInt64) -> String {
+        let units: [(perUnit: UInt64, letter: Character)] = [
+            (1, "n"), (1_000, "u"), (1_000_000, "m"), (1_000_000_000, "S"), (60_000_000_000, "M"), (3_600_000_000_000, "H"),
+        ]
+        for (perUnit, letter) in units {
+            let (quotient, remainder) = nanoseconds.quotientAndRemainder(dividingBy: perUnit)
+            let amount = quotient + (remainder > 0 ? 1 : 0)
+            if amount <= 99_999_999 { return "\(max(amount, 1))\(letter)" }
+        }
+        return "99999999H"
+    }
 }
