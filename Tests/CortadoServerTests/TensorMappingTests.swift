@@ -156,18 +156,18 @@ final class TensorMappingTests: XCTestCase {
         var data: [UInt8] = []
         for s in strings { TensorBytes.append(Array(s.utf8), to: &data) }
         XCTAssertEqual(Array(data.prefix(9)), [0, 0, 0, 0, 1, 0, 0, 0, UInt8(ascii: "a")], "little-endian lengths")
-        let split = try data.withUnsafeBytes { (raw) throws(GRPCStatus) in try TensorBytes.split(raw, name: "s") }
+        let split = try data.withUnsafeBytes { (raw) throws(ServeStatus) in try TensorBytes.split(raw, name: "s") }
         XCTAssertEqual(split.map { String(decoding: $0, as: UTF8.self) }, strings)
     }
 
     func testBytesErrors() {
         let cut: [UInt8] = [5, 0, 0, 0, 1, 2]
-        XCTAssertThrowsError(try cut.withUnsafeBytes { (raw) throws(GRPCStatus) in try TensorBytes.split(raw, name: "s") }) { error in
-            XCTAssertEqual(error as? GRPCStatus, GRPCStatus(.invalidArgument, "input 's': a BYTES element of 5 bytes runs past the end of the data"))
+        XCTAssertThrowsError(try cut.withUnsafeBytes { (raw) throws(ServeStatus) in try TensorBytes.split(raw, name: "s") }) { error in
+            XCTAssertEqual(error as? ServeStatus, ServeStatus(.invalidArgument, "input 's': a BYTES element of 5 bytes runs past the end of the data"))
         }
         let short: [UInt8] = [1, 0, 0, 0, 9, 1, 0]
-        XCTAssertThrowsError(try short.withUnsafeBytes { (raw) throws(GRPCStatus) in try TensorBytes.split(raw, name: "s") }) { error in
-            XCTAssertEqual(error as? GRPCStatus, GRPCStatus(.invalidArgument, "input 's': BYTES data ends inside an element's length prefix"))
+        XCTAssertThrowsError(try short.withUnsafeBytes { (raw) throws(ServeStatus) in try TensorBytes.split(raw, name: "s") }) { error in
+            XCTAssertEqual(error as? ServeStatus, ServeStatus(.invalidArgument, "input 's': BYTES data ends inside an element's length prefix"))
         }
     }
 }

@@ -23,7 +23,7 @@ final class InferenceRun {
         self.init(request: InferRequestView(request), served: served, sharedMemory: sharedMemory)
     }
 
-    func bad(_ message: String) -> GRPCStatus { GRPCStatus(.invalidArgument, message) }
+    func bad(_ message: String) -> ServeStatus { ServeStatus(.invalidArgument, message) }
 
     /// One input tensor's elements, the model input they feed and each row's shape.
     struct Column {
@@ -384,11 +384,11 @@ final class InferenceRun {
         var tensor = OutputTensor(mapping: mapping, datatype: mapping.datatype, shape: [], bytes: 0..<0)
         let rows = results.count
         guard let column = results.column(mapping.name) else {
-            throw GRPCStatus(.internal, "the model produced no value for output '\(mapping.name)'")
+            throw ServeStatus(.internal, "the model produced no value for output '\(mapping.name)'")
         }
         func value(_ r: Int) throws -> MLFeatureValue {
             guard let v = results.value(mapping.name, row: r), !v.isUndefined else {
-                throw GRPCStatus(.internal, "the model produced no value for output '\(mapping.name)'")
+                throw ServeStatus(.internal, "the model produced no value for output '\(mapping.name)'")
             }
             return v
         }
@@ -444,7 +444,7 @@ final class InferenceRun {
             for r in 0..<rows {
                 let values = try value(r).sequenceValue?.int64Values ?? []
                 if width < 0 { width = values.count } else if width != values.count {
-                    throw GRPCStatus(.failedPrecondition, "output '\(mapping.name)': rows have sequences of different lengths; send rows one by one")
+                    throw ServeStatus(.failedPrecondition, "output '\(mapping.name)': rows have sequences of different lengths; send rows one by one")
                 }
                 values.withUnsafeBytes { data.append(contentsOf: $0) }
             }
@@ -465,10 +465,10 @@ final class InferenceRun {
             var type: MLMultiArrayDataType?
             for r in 0..<rows {
                 guard let array = try value(r).multiArrayValue else {
-                    throw GRPCStatus(.internal, "output '\(mapping.name)' is not a multi-array")
+                    throw ServeStatus(.internal, "output '\(mapping.name)' is not a multi-array")
                 }
                 if shape == nil { shape = array.shape; type = array.dataType } else if shape! != array.shape || type! != array.dataType {
-                    throw GRPCStatus(.failedPrecondition, "output '\(mapping.name)': rows produced arrays of different shapes; send rows one by one")
+                    throw ServeStatus(.failedPrecondition, "output '\(mapping.name)': rows produced arrays of different shapes; send rows one by one")
                 }
                 if array.isContiguous {
                     data.append(contentsOf: UnsafeRawBufferPointer(start: array.dataPointer, count: array.count * array.dataType.size))
@@ -483,10 +483,10 @@ final class InferenceRun {
             // FP16 [H, W, 1] for half-float gray.
             var first: MLImage?
             for r in 0..<rows {
-                guard let image = try value(r).imageValue else { throw GRPCStatus(.internal, "output '\(mapping.name)' is not an image") }
+                guard let image = try value(r).imageValue else { throw ServeStatus(.internal, "output '\(mapping.name)' is not an image") }
                 if let first {
                     guard first.width == image.width, first.height == image.height, first.pixelFormat == image.pixelFormat else {
-                        throw GRPCStatus(.failedPrecondition, "output '\(mapping.name)': rows produced images of different sizes; send rows one by one")
+                        throw ServeStatus(.failedPrecondition, "output '\(mapping.name)': rows produced images of different sizes; send rows one by one")
                     }
                 } else { first = image }
                 data.append(contentsOf: image.data)

@@ -1,5 +1,4 @@
 import CortadoCore
-import CortadoGRPC
 import Foundation
 
 /// How one Core ML feature looks as an Open Inference Protocol tensor. Every model is
@@ -204,14 +203,14 @@ struct TensorElements {
 
 /// BYTES tensors on the wire: each element is a 4-byte little-endian length, then the bytes.
 enum TensorBytes {
-    static func split(_ data: UnsafeRawBufferPointer, name: String) throws(GRPCStatus) -> [Data] {
+    static func split(_ data: UnsafeRawBufferPointer, name: String) throws(ServeStatus) -> [Data] {
         var out: [Data] = []
         var i = 0
         while i < data.count {
-            guard i + 4 <= data.count else { throw GRPCStatus(.invalidArgument, "input '\(name)': BYTES data ends inside an element's length prefix") }
+            guard i + 4 <= data.count else { throw ServeStatus(.invalidArgument, "input '\(name)': BYTES data ends inside an element's length prefix") }
             let n = Int(data.loadUnaligned(fromByteOffset: i, as: UInt32.self).littleEndian)
             i += 4
-            guard i + n <= data.count else { throw GRPCStatus(.invalidArgument, "input '\(name)': a BYTES element of \(n) bytes runs past the end of the data") }
+            guard i + n <= data.count else { throw ServeStatus(.invalidArgument, "input '\(name)': a BYTES element of \(n) bytes runs past the end of the data") }
             out.append(Data(data[i..<(i + n)]))
             i += n
         }
