@@ -383,13 +383,14 @@ final class ColumnarPredictionTests: XCTestCase {
         let model = try mlp()
         XCTAssertTrue(model.compiled is any MLColumnarPredicting)
         for n in Self.rowCounts {
-            // 300 float32 rows of 16 are read in place; 1 and 3 are copied; doubles are converted.
+            // 300 float32 rows of 16 are read in place; 1 and 3 are copied; doubles and float16s are converted.
             try checkRows(model, try arrayColumns("x", n, [16], seed: UInt64(n)), tolerance: 1e-5) {
                 ["y": try MLMultiArray(shape: [$0, 4], dataType: .float32)]
             }
             try checkRows(model, try arrayColumns("x", n, [16], dataType: .double, seed: UInt64(n) + 7), tolerance: 1e-5) {
                 ["y": try MLMultiArray(shape: [$0 * 4], dataType: .double)]
             }
+            try checkRows(model, try arrayColumns("x", n, [16], dataType: .float16, seed: UInt64(n) + 8), tolerance: 1e-5)
         }
         try checkViews(model, try arrayColumns("x", 300, [16], seed: 11), tolerance: 1e-5)
     }
