@@ -46,13 +46,15 @@ extension MLColumnarPredicting where Self: MLDenseFeaturePredicting {
         guard n > 0, let layout = denseInput, layout.length == inputWidth else {
             return try rowPredictions(columns: columns, options: options)
         }
-        let x = UnsafeMutablePointer<Double>.allocate(capacity: Swift.max(1, n * layout.length))
-        defer { x.deallocate() }
-        guard layout.fill(x, from: columns) else { return try rowPredictions(columns: columns, options: options) }
-        let y = UnsafeMutablePointer<Double>.allocate(capacity: Swift.max(1, n * outputWidth))
-        defer { y.deallocate() }
-        predict(rows: x, count: n, into: y)
-        return try outputColumns(dense: y, count: n, options: options)
+        // One block for the matrix and the results (on the stack when small).
+        let inputs = n * layout.length
+        let filled = try withUnsafeTemporaryAllocation(of: Double.self, capacity: Swift.max(1, inputs + n * outputWidth)) { buffer in
+            let x = buffer.baseAddress!, y = x + inputs
+            guard layout.fill(x, from: columns) else { return nil as MLFeatureColumns? }
+            predict(rows: x, count: n, into: y)
+            return try outputColumns(dense: y, count: n, options: options)
+        }
+        return try filled ?? rowPredictions(columns: columns, options: options)
     }
 }
 
@@ -63,8 +65,10 @@ extension MLInputVectorizer {
     /// read as `gather` reads them: an int64 as its Double, a double as it is.
     public func fill(_ out: UnsafeMutablePointer<Double>, from columns: MLFeatureColumns) -> Bool {
         let n = columns.count, width = length
-        for field in fields {
-            guard let column = columns.column(field.name) else { return false }
+        for (index, field) in fields.enumerated() {
+            // The fields are the inputs in declared order: a batch decoded in that order has each
+            // column at the field's position.
+            guard let column = columns.column(field.name, hint: index) else { return false }
             var at = out + field.offset
             switch column {
             case .doubles(let v):

@@ -49,6 +49,13 @@ public final class MLFeatureColumns: MLBatchProvider, @unchecked Sendable {
         return nil
     }
 
+    /// `column(name)`, looked for at position `hint` first: callers that walk a model's inputs
+    /// in declared order find the columns of a batch decoded in that order without a scan.
+    func column(_ name: String, hint: Int) -> MLFeatureColumn? {
+        if hint < names.count && names[hint] == name { return columns[hint] }
+        return column(name)
+    }
+
     /// One row's value (arrays: a view, no copy); nil for a feature the batch lacks or a row
     /// out of range.
     public func value(_ name: String, row: Int) -> MLFeatureValue? {
@@ -365,7 +372,7 @@ extension MLModelDescription {
         try inputs.withUnsafeBufferPointer { all in
             for i in all.indices {
                 let input = all[i]
-                guard let column = columns.column(input.name) else {
+                guard let column = columns.column(input.name, hint: i) else {
                     if input.isOptional || columns.count == 0 { continue }
                     throw MLModelError.featureType(input.name, "required input is missing (expected \(input.typeSummary))")
                 }
@@ -426,9 +433,8 @@ extension MLModel {
                             options: MLPredictionOptions = MLPredictionOptions()) throws -> MLFeatureColumns {
         do {
             try modelDescription.validateInputs(columns)
-            let outputNames = modelDescription.outputs.map(\.name)
             let out: MLFeatureColumns
-            if let columnar = compiled as? any MLColumnarPredicting {
+            if let columnar {
                 out = try columnar.predictions(columns: columns, options: options)
             } else {
                 out = try compiled.rowPredictions(columns: columns, options: options, outputs: outputNames)

@@ -17,6 +17,10 @@ public final class MLModel: @unchecked Sendable {
     public let compiled: any MLCompiledModel
     /// True for a variant compiled over another model's compiled parts (`variant(specification:)`).
     public let sharesBase: Bool
+    /// `compiled` when it runs columns natively (looked up once, not per batch).
+    let columnar: (any MLColumnarPredicting)?
+    /// The outputs' names, in declared order (the order of predicted columns).
+    let outputNames: [String]
 
     /// Loads a `.mlmodel` file (or an `.mlpackage` folder).
     public convenience init(contentsOf url: URL, configuration: MLModelConfiguration = MLModelConfiguration()) throws {
@@ -62,6 +66,8 @@ public final class MLModel: @unchecked Sendable {
             self.specType = specType
             self.compiled = compiled
             self.sharesBase = false
+            self.columnar = compiled as? any MLColumnarPredicting
+            self.outputNames = description.outputs.map(\.name)
         } catch let error as MLModelError {
             throw error.inModel(name)
         }
@@ -76,6 +82,8 @@ public final class MLModel: @unchecked Sendable {
         self.specType = specType
         self.compiled = compiled
         self.sharesBase = sharesBase
+        self.columnar = compiled as? any MLColumnarPredicting
+        self.outputNames = description.outputs.map(\.name)
     }
 
     /// The registered kind for a spec, and the context it compiles in.

@@ -383,13 +383,14 @@ final class ColumnarPredictionTests: XCTestCase {
         let model = try mlp()
         XCTAssertTrue(model.compiled is any MLColumnarPredicting)
         for n in Self.rowCounts {
-            // 300 float32 rows of 16 are read in place; 1 and 3 are copied; doubles are converted.
+            // 300 float32 rows of 16 are read in place; 1 and 3 are copied; doubles and float16s are converted.
             try checkRows(model, try arrayColumns("x", n, [16], seed: UInt64(n)), tolerance: 1e-5) {
                 ["y": try MLMultiArray(shape: [$0, 4], dataType: .float32)]
             }
             try checkRows(model, try arrayColumns("x", n, [16], dataType: .double, seed: UInt64(n) + 7), tolerance: 1e-5) {
                 ["y": try MLMultiArray(shape: [$0 * 4], dataType: .double)]
             }
+            try checkRows(model, try arrayColumns("x", n, [16], dataType: .float16, seed: UInt64(n) + 8), tolerance: 1e-5)
         }
         try checkViews(model, try arrayColumns("x", 300, [16], seed: 11), tolerance: 1e-5)
     }
@@ -501,6 +502,69 @@ final class ColumnarPredictionTests: XCTestCase {
         }
         let bad = try arrayColumns("x", 3, [4], dataType: .double, seed: 1)
         checkErrors(classifier, [("wrong shape", bad), ("missing", replacing(bad, "x", nil))])
+    }
+
+    // MARK: Feature vectorizer (a converted scikit-learn model's first stage)
+
+    /// A featureVectorizer of f0 (double), n (int64), a (double array [2]) and s (an int64-keyed
+    /// dictionary over 3 slots) to v[7]; with `classifier`, a pipeline of it and a GLM classifier.
+    func vectorizer(classifier: Bool) throws -> MLModel {
+        var fv = CoreML_Specification_Model()
+        fv.specificationVersion = 1
+        fv.description_p.input = [feature("f0") { $0.doubleType = .init() }, feature("n") { $0.int64Type = .init() },
+                                  arrayDescription("a", [2], .double), feature("s") { $0.dictionaryType.int64KeyType = .init() }]
+        fv.description_p.output = [arrayDescription("v", [7], .double)]
+        fv.featureVectorizer.inputList = [("f0", 1), ("n", 1), ("a", 2), ("s", 3)].map {
+            var c = CoreML_Specification_FeatureVectorizer.InputColumn(); c.inputColumn = $0.0; c.inputDimensions = UInt64($0.1); return c
+        }
+        guard classifier else { return try MLModel(specification: fv, name: "vectorizer") }
+        var glm = CoreML_Specification_GLMClassifier()
+        glm.weights = [[0.5, -0.25, 1, 0.75, -1, 0.5, 0.1], [-0.3, 0.2, 0.4, -0.6, 0.9, -0.2, 0.3]].map {
+            var r = CoreML_Specification_GLMClassifier.DoubleArray(); r.value = $0; return r
+        }
+        glm.offset = [0.1, -0.1]
+        glm.postEvaluationTransform = .logit
+        glm.classEncoding = .referenceClass
+        glm.int64ClassLabels.vector = [0, 1, 2]
+        var second = CoreML_Specification_Model()
+        second.specificationVersion = 1
+        second.description_p.input = [arrayDescription("v", [7], .double)]
+        second.description_p.output = [feature("label") { $0.int64Type = .init() }, feature("probs") { $0.dictionaryType.int64KeyType = .init() }]
+        second.description_p.predictedFeatureName = "label"
+        second.description_p.predictedProbabilitiesName = "probs"
+        second.glmClassifier = glm
+        var spec = CoreML_Specification_Model()
+        spec.specificationVersion = 4
+        spec.description_p.input = fv.description_p.input
+        spec.description_p.output = second.description_p.output
+        spec.description_p.predictedFeatureName = "label"
+        spec.description_p.predictedProbabilitiesName = "probs"
+        spec.pipelineClassifier.pipeline.models = [fv, second]
+        return try MLModel(specification: spec, name: "vectorized")
+    }
+
+    func vectorizerColumns(_ n: Int, seed: UInt64, arrays: MLMultiArrayDataType = .double) throws -> MLFeatureColumns {
+        let columns = MLFeatureColumns(count: n)
+        columns.set("f0", .doubles(doubles(n, seed: seed)))
+        columns.set("n", .int64s(doubles(n, seed: seed + 1, scale: 9).map { Int64($0) }))
+        columns.set("a", .arrays(try floats([n, 2], dataType: arrays, seed: seed + 2)))
+        columns.set("s", .values((0..<n).map { r in MLFeatureValue(dictionary: .int64Keyed([Int64(r % 2): Double(r) / 7, 2: 0.5])) }))
+        return columns
+    }
+
+    func testFeatureVectorizerColumnsMatchRows() throws {
+        let vectorizer = try self.vectorizer(classifier: false), pipeline = try self.vectorizer(classifier: true)
+        XCTAssertTrue(vectorizer.compiled is any MLColumnarPredicting)
+        for n in Self.rowCounts {
+            try checkRows(vectorizer, try vectorizerColumns(n, seed: UInt64(n) + 100)) { ["v": try MLMultiArray(shape: [$0, 7], dataType: .float32)] }
+            try checkRows(vectorizer, try vectorizerColumns(n, seed: UInt64(n) + 110, arrays: .float32))
+            try checkRows(pipeline, try vectorizerColumns(n, seed: UInt64(n) + 120))
+        }
+        try checkViews(pipeline, try vectorizerColumns(30, seed: 130))
+        // A dictionary key outside the slots fails as its row does.
+        let bad = try vectorizerColumns(3, seed: 1)
+        bad.set("s", .values(Array(repeating: MLFeatureValue(dictionary: .int64Keyed([5: 1])), count: 3)))
+        checkErrors(vectorizer, [("key outside the slots", bad), ("missing", replacing(bad, "a", nil))])
     }
 
     // MARK: Kinds on the row path

@@ -142,3 +142,49 @@ final class MLCompiledFeatureVectorizer: MLCompiledModel {
         return MLDictionaryFeatureProvider(dictionary: [output.name: result])
     }
 }
+
+/// Columns: every row's vector is written into one [rows] + shape output (the caller's backing
+/// when given), scalar and array inputs read from their `.doubles`, `.int64s` and `.arrays`
+/// columns as they lie; other columns (values, dictionaries) row by row as `gather` reads them.
+/// So a converted scikit-learn model (this vectorizer before a GLM or a tree ensemble) runs a
+/// batch of scalar inputs without a feature value per input and row.
+extension MLCompiledFeatureVectorizer: MLColumnarPredicting {
+    func predictions(columns batch: MLFeatureColumns, options: MLPredictionOptions) throws -> MLFeatureColumns {
+        let n = batch.count
+        guard n > 0 else { return MLFeatureColumns(count: 0) }
+        let rowShape = output.shape(count: length, like: nil)
+        let result = try withUnsafeTemporaryAllocation(of: Double.self, capacity: n * length) { buffer in
+            let y = buffer.baseAddress!
+            for column in columns {
+                var at = y + column.offset
+                switch (column.source, batch.column(column.name)) {
+                case (.scalar, .doubles(let v)?):
+                    for r in 0..<n { at[0] = v[r]; at += length }
+                case (.scalar, .int64s(let v)?):
+                    for r in 0..<n { at[0] = Double(v[r]); at += length }
+                case (.array, .arrays(let a)?) where a.count == n * column.width:
+                    if a.isContiguous && a.dataType == .double {
+                        let source = a.dataPointer.assumingMemoryBound(to: Double.self)
+                        for r in 0..<n { at.update(from: source + r * column.width, count: column.width); at += length }
+                    } else {
+                        for r in 0..<n {
+                            for k in 0..<column.width { at[k] = a.double(at: r * column.width + k) }
+                            at += length
+                        }
+                    }
+                default:
+                    for r in 0..<n { try gather(column, from: batch.features(at: r), into: at); at += length }
+                }
+            }
+            if output.dataType == .int32, let i = (0..<(n * length)).first(where: { !FeatureEngineeringArrayOutput.fitsInt32(y[$0]) }) {
+                throw MLModelError.featureType(output.name, "element \(i % length) is \(y[i]), which an INT32 output cannot hold")
+            }
+            let array = try options.outputColumn(named: output.name, rows: n, shape: rowShape, dataType: output.dataType)
+            array.write(contiguous: UnsafeBufferPointer(start: y, count: n * length))
+            return array
+        }
+        let out = MLFeatureColumns(count: n, owners: [batch])
+        out.set(output.name, .arrays(result))
+        return out
+    }
+}
