@@ -11,7 +11,11 @@
 ///   a ReLU that alone reads the sum) runs as one convolution whose epilogue adds `skip` and
 ///   then applies the ReLU (the direct kernel's residual epilogue; other paths add afterwards).
 ///   An add that broadcasts, a convolution read by anything else, or shapes the program does
-///   not declare leave the ops as they are.
+///   not declare leave the ops as they are;
+/// - attention, `matmul(Q, K, transpose_y) [→ mul or real_div by a constant scalar] →
+///   softmax(last axis) → matmul(·, V)`, each value read only by the next op and Q, K, V of
+///   one declared batch shape, runs as one op (`MILFusedAttention`) that never writes the
+///   whole score tensor.
 enum MILFusion {
     /// The constant input a fused op reads to learn its activation ("relu").
     static let activationInput = "__fused_activation"
@@ -23,7 +27,8 @@ enum MILFusion {
     /// ("conv+add+relu", "conv+add", "conv+relu", …). `inputTypes` are the declared types of
     /// the block's values no step writes (the function's inputs), for the shape checks.
     static func fuse(_ steps: [MILStep], outputs: [MILArgument], inputTypes: [Int: MILType], fused: inout [String: Int]) -> [MILStep] {
-        let folded = foldBatchNorms(steps, outputs: outputs, fused: &fused)
+        let attention = fuseAttention(steps, outputs: outputs, inputTypes: inputTypes, fused: &fused)
+        let folded = foldBatchNorms(attention, outputs: outputs, fused: &fused)
         let withResiduals = fuseResiduals(folded, outputs: outputs, inputTypes: inputTypes, fused: &fused)
         return fuseRelus(withResiduals, outputs: outputs, fused: &fused)
     }
@@ -154,6 +159,68 @@ enum MILFusion {
             fused[name, default: 0] += 1
         }
         return result
+    }
+
+    /// A constant bool input (absent: false); nil when it is bound to a computed value.
+    private static func flag(_ step: MILStep, _ input: String) -> Bool? {
+        guard case .some(let t) = constant(step, input) else { return nil }
+        return t?.bools.first ?? false
+    }
+
+    /// matmul → [scale] → softmax → matmul as one attention op, placed where the last matmul was
+    /// (Q and K are computed before the first matmul, V before the last).
+    static func fuseAttention(_ steps: [MILStep], outputs: [MILArgument], inputTypes: [Int: MILType], fused: inout [String: Int]) -> [MILStep] {
+        let readers = readers(steps, outputs: outputs)
+        var types = inputTypes
+        for step in steps { for (slot, type) in zip(step.outputSlots, step.outputTypes) { types[slot] = type } }
+        var replaced: [Int: MILStep] = [:]
+        var removed = Set<Int>()
+        for (i, first) in steps.enumerated() where first.type == "matmul" && !removed.contains(i) && replaced[i] == nil {
+            guard first.outputSlots.count == 1, let q = slot(first, "x"), let k = slot(first, "y"), flag(first, "transpose_x") == false,
+                  let transposeK = flag(first, "transpose_y"), var next = onlyReader(of: first.outputSlots[0], after: i, in: steps, readers: readers)
+            else { continue }
+            var chain = [i]
+            var current = first.outputSlots[0]
+            var scale: Float = 1
+            if steps[next].type == "mul" || steps[next].type == "real_div" {
+                let op = steps[next]
+                guard let x = op.inputs["x"], let y = op.inputs["y"], x.count == 1, y.count == 1 else { continue }
+                let other: MILArgument
+                if case .slot(let s, _) = x[0], s == current { other = y[0] }
+                else if op.type == "mul", case .slot(let s, _) = y[0], s == current { other = x[0] }
+                else { continue }
+                guard case .constant(let value) = other, let t = value.tensor, t.count == 1, t.dataType.isFloat, let c = t.floats.first, c != 0,
+                      op.outputSlots.count == 1, let after = onlyReader(of: op.outputSlots[0], after: next, in: steps, readers: readers) else { continue }
+                scale = op.type == "mul" ? c : 1 / c
+                chain.append(next)
+                current = op.outputSlots[0]
+                next = after
+            }
+            let softmax = steps[next]
+            guard softmax.type == "softmax", softmax.outputSlots.count == 1, let sx = slot(softmax, "x"), sx.0 == current,
+                  let rank = knownShape(softmax.outputTypes[0])?.count, rank >= 2,
+                  case .some(let axis) = constant(softmax, "axis"), (axis?.ints.first ?? -1) == -1 || axis?.ints.first == rank - 1,
+                  let last = onlyReader(of: softmax.outputSlots[0], after: next, in: steps, readers: readers) else { continue }
+            chain.append(next)
+            let second = steps[last]
+            guard !removed.contains(last), second.type == "matmul", second.outputSlots.count == 1, let px = slot(second, "x"), px.0 == softmax.outputSlots[0],
+                  let v = slot(second, "y"), v.0 != px.0, flag(second, "transpose_x") == false, flag(second, "transpose_y") == false,
+                  let qs = knownShape(types[q.0]), let ks = knownShape(types[k.0]), let vs = knownShape(types[v.0]),
+                  qs.count == rank, ks.count == rank, vs.count == rank,
+                  qs.dropLast(2) == ks.dropLast(2), qs.dropLast(2) == vs.dropLast(2),
+                  (transposeK ? ks[rank - 2] : ks[rank - 1]) == vs[rank - 2], (transposeK ? ks[rank - 1] : ks[rank - 2]) == qs[rank - 1]
+            else { continue }
+            let inputs: [String: [MILArgument]] = [
+                "query": [.slot(q.0, q.1)], "key": [.slot(k.0, k.1)], "value": [.slot(v.0, v.1)],
+                MILFusedAttention.scaleInput: [.constant(.tensor(.scalar(scale)))],
+                MILFusedAttention.keyTransposedInput: [.constant(.tensor(MILTensor(bools: [!transposeK], shape: [])))],
+            ]
+            replaced[last] = MILStep(type: "attention", name: second.name, kernel: MILFusedAttention.kernel, inputs: inputs,
+                                     outputSlots: second.outputSlots, outputNames: second.outputNames, outputTypes: second.outputTypes, blocks: [])
+            removed.formUnion(chain)
+            fused["matmul+softmax+matmul (attention)", default: 0] += 1
+        }
+        return steps.indices.compactMap { removed.contains($0) ? nil : replaced[$0] ?? steps[$0] }
     }
 
     /// An op → relu pair as the op with the ReLU in its epilogue.
