@@ -62,12 +62,12 @@ enum MILDirectConvolution {
         let padded = PackedWeights.aligned(scratch)
         let work = PackedWeights.aligned(padded + paddedCount)
         let xv = x.floats, skip = residual ?? []
-        try xv.withUnsafeBufferPointer { xp in
-            try out.withUnsafeMutableBufferPointer { op in
-                try skip.withUnsafeBufferPointer { rp in
+        xv.withUnsafeBufferPointer { xp in
+            out.withUnsafeMutableBufferPointer { op in
+                skip.withUnsafeBufferPointer { rp in
                     for image in 0..<n {
                         let imageResidual = residual == nil ? nil : rp.baseAddress! + image * m * plane
-                        try withEpilogue(bias, relu: relu, residual: imageResidual) { epilogue in
+                        withEpilogue(bias, relu: relu, residual: imageResidual) { epilogue in
                             cg_conv_pad(&conv, xp.baseAddress! + image * cin * g.input[1] * g.input[2], 0, cin, padded)
                             let shared = Shared(conv: conv, padded: padded, weights: packed.aligned, y: op.baseAddress! + image * m * plane,
                                                 work: work, epilogue: epilogue)
