@@ -1,7 +1,8 @@
 """A MobileNet/BlazeFace-style detector for the benchmarks: depthwise separable blocks (a 3×3
 depthwise convolution, then a 1×1 convolution) with residual adds, 24 to 96 channels on
 128² to 32² maps, as phones run them. Built twice with the same random weights: with
-coremltools' NeuralNetworkBuilder and as an ONNX graph (the onnxruntime twin).
+coremltools' NeuralNetworkBuilder, as an ML Program (coremltools' MIL builder) and as an ONNX
+graph (the onnxruntime twin).
 
 Layout (input 3×256×256, all padding explicit so both formats pad alike):
   conv 3×3 stride 2, 3→24, ReLU                        → 24×128×128
@@ -70,6 +71,39 @@ def build_coreml(ws, float32_io=True):
         for f in list(b.spec.description.input) + list(b.spec.description.output):
             f.type.multiArrayType.dataType = ft.ArrayFeatureType.FLOAT32
     return b
+
+
+def build_mlprogram(ws, path, fp16=False):
+    """The same network as an ML Program (iOS16 opset, fp32 unless `fp16`), saved at `path`
+    (an .mlpackage): conv (explicit padding, bias), then the add and the ReLU as separate ops,
+    as the NeuralNetwork and ONNX forms have them."""
+    import coremltools as ct
+    from coremltools.converters.mil import Builder as mb
+    layers = _layers()
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, *INPUT))], opset_version=ct.target.iOS16)
+    def prog(x):
+        blob, block_in = x, None
+        for (kind, cin, cout, stride, relu, residual), (w, bias) in zip(layers, ws):
+            pad, groups = (0, 1) if kind == "pw" else (1, cin if kind == "dw" else 1)
+            if kind == "dw" and stride == 1:
+                block_in = blob
+            blob = mb.conv(x=blob, weight=w, bias=bias, strides=[stride, stride], pad_type="custom", pad=[pad] * 4, groups=groups)
+            if residual:
+                blob = mb.add(x=blob, y=block_in)
+            if relu:
+                blob = mb.relu(x=blob)
+        return blob
+
+    model = ct.convert(prog, convert_to="mlprogram", compute_precision=ct.precision.FLOAT16 if fp16 else ct.precision.FLOAT32)
+    # Name the feature "y" as the other forms do (the builder names it after the last op).
+    spec = model.get_spec()
+    old = spec.description.output[0].name
+    if old != "y":
+        ct.utils.rename_feature(spec, old, "y")
+        model = ct.models.MLModel(spec, weights_dir=model.weights_dir)
+    model.save(path)
+    return path
 
 
 def build_onnx(ws):

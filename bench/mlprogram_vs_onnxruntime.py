@@ -17,6 +17,9 @@ Cortado is timed with `cortado report MODEL --input ROWS --threads T --json`, on
 with `InferenceSession.run` (`intra_op_num_threads = T`); the medians of `--repeat` rounds of
 `--iterations` runs, the engines taking turns each round. The table prints the CPU model.
 
+`--baseline BIN` also times another build of `cortado` (before a change) in the same alternating
+rounds; `--nets cnn transformer` and `--batches` pick the cases.
+
 Usage: .venv/bin/python bench/mlprogram_vs_onnxruntime.py [--bin .build/release] [--threads 1 2]
 """
 import argparse
@@ -261,8 +264,11 @@ def main():
     p.add_argument("--iterations", type=int, default=20)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--summary")
+    p.add_argument("--baseline", help="also time this other cortado build (folder or executable), alternating rounds")
+    p.add_argument("--nets", nargs="+", choices=["cnn", "transformer"], default=["cnn", "transformer"])
     a = p.parse_args()
     exe = common.resolve_bin(a.bin, "cortado")
+    base = common.resolve_bin(a.baseline, "cortado") if a.baseline else None
     common.quiet_coremltools()
     isa, kernels = common.cpu_flags(), common.kernel_path()
     path = (f"{kernels}: Cortado's GEMM, direct and depthwise convolutions" if kernels != "portable"
@@ -270,8 +276,9 @@ def main():
     print(f"CPU: {common.cpu_model()} ({isa}); Cortado's ML Program kernel path: {path}; other ops: Swift loops")
     results = []
     with tempfile.TemporaryDirectory(prefix="cortado-mlprogram-") as work:
-        nets = [("ResNet-style CNN", cnn_weights(), cnn_program, cnn_onnx, (3, 64, 64)),
-                ("transformer encoder", transformer_weights(), transformer_program, transformer_onnx, (64, 128))]
+        nets = ([("ResNet-style CNN", cnn_weights(), cnn_program, cnn_onnx, (3, 64, 64))] if "cnn" in a.nets else []) + \
+               ([("transformer encoder", transformer_weights(), transformer_program, transformer_onnx, (64, 128))]
+                if "transformer" in a.nets else [])
         for title, w, program, onnx_builder, shape in nets:
             for batch in a.batches:
                 x = np.random.default_rng(5).standard_normal((batch, *shape)).astype(np.float32)
@@ -291,18 +298,24 @@ def main():
                     for t in a.threads:
                         s = ort_session(onnx_model, t)
                         feeds = {onnx_model.graph.input[0].name: x}
-                        c_times, o_times = [], []
+                        c_times, o_times, b_times = [], [], []
                         for _ in range(a.repeat):
                             c_times.append(cortado_report(exe, path, rows, t, 1, a.iterations, 3)["medianSeconds"])
+                            if base:
+                                b_times.append(cortado_report(base, path, rows, t, 1, a.iterations, 3)["medianSeconds"])
                             o_times.append(time_ort(s, feeds, a.iterations, 3))
                         c, o = float(np.median(c_times)), float(np.median(o_times))
                         results.append(dict(case=f"{title} batch {batch}", precision="fp16" if fp16 else "fp32", threads=t,
                                             cortado_ms=c * 1e3, ort_ms=o * 1e3, ratio=o / c, error=err, rows=batch, limit=limit))
                         r = results[-1]
+                        extra = ""
+                        if base:
+                            r["baseline_ms"] = float(np.median(b_times)) * 1e3
+                            extra = f"  baseline {r['baseline_ms']:9.3f} ms  ratio {r['ort_ms'] / r['baseline_ms']:5.2f}x"
                         print(f"{r['case']:<32} {r['precision']:>5} {t:>2} thr  Cortado {r['cortado_ms']:9.3f} ms  "
-                              f"onnxruntime {r['ort_ms']:9.3f} ms  ratio {r['ratio']:5.2f}x  (agreement {err:.1e})", flush=True)
+                              f"onnxruntime {r['ort_ms']:9.3f} ms  ratio {r['ratio']:5.2f}x{extra}  (agreement {err:.1e})", flush=True)
     print("\nratio = onnxruntime time ÷ Cortado time (above 1: Cortado is faster); medians of alternating rounds;"
-          " onnxruntime always runs fp32.")
+          " onnxruntime always runs fp32." + (f" baseline: the build at {a.baseline}, in the same rounds." if base else ""))
     # bench/run_all.py's summary rows (CPU time is not measured here: its ratio is left NaN).
     common.write_summary(a.summary, "mlprogram_vs_onnxruntime", f"ML Programs vs onnxruntime on {common.cpu_model()}", [
         dict(case=f"ML Program {r['case']} {r['precision']} {r['threads']}t", reference="ort",

@@ -7,6 +7,8 @@ Cases:
 - A MobileNet/BlazeFace-style detector (bench/detector.py): depthwise separable blocks with
   residual adds, 24–96 channels on 128²–32² maps, 3×256×256 → 16×32×32, 0.18 GFLOP, random
   weights, batch 1.
+- The same detector as an ML Program (`detector.build_mlprogram`: coremltools' MIL builder, fp32,
+  the same weights and padding; conv, add and relu as separate ops), batch 1 (`detector-mlprogram`).
 - MLP 784-512-512-10 with ReLU: batch 1 and batch 256. The Core ML model declares FLOAT32
   input and output arrays, as onnxruntime is fed and answers float32 (`--double-io`: DOUBLE,
   NeuralNetworkBuilder's default, which adds a conversion of every value each way).
@@ -29,7 +31,7 @@ Cortado's kernel path (`cg_isa`: avx512, avx2 or portable, as `cortado report --
 and the CPU model are printed first. `--isa PATH` forces a narrower path for every Cortado run
 (`CORTADO_ISA`); `--alt-isa PATH` times Cortado on that path too, in rounds alternating with
 the default (e.g. the AVX2 path beside AVX-512 on an AVX-512 host). `--cases` picks the
-networks (yolo, detector, mlp).
+networks (yolo, detector, detector-mlprogram, mlp).
 
 With `--openblas`, Cortado is also timed with `CORTADO_GEMM=openblas` (convolutions and inner
 products on OpenBLAS's sgemm instead of Cortado's own AVX-512 GEMM); with `--baseline BIN`,
@@ -316,7 +318,8 @@ def main():
     p.add_argument("--alt-isa", choices=["avx512", "avx2", "portable"],
                    help="also time Cortado with CORTADO_ISA=PATH, alternating rounds")
     p.add_argument("--no-openvino", action="store_true", help="leave OpenVINO out of the rounds")
-    p.add_argument("--cases", nargs="+", choices=["yolo", "detector", "mlp"], default=["yolo", "detector", "mlp"],
+    p.add_argument("--cases", nargs="+", choices=["yolo", "detector", "detector-mlprogram", "mlp"],
+                   default=["yolo", "detector", "detector-mlprogram", "mlp"],
                    help="networks to time (default all)")
     a = p.parse_args()
     global DEFAULT_ENV
@@ -362,6 +365,11 @@ def main():
     det_x = np.random.default_rng(3).uniform(0, 1, size=(1, *detector.INPUT)).astype(np.float32)
     det_rows = os.path.join(work, "detector_rows.jsonl")
     write_rows(det_rows, "x", [det_x[0]], "FLOAT32")
+    det_ml_path = None
+    if "detector-mlprogram" in a.cases:
+        det_ml_path = detector.build_mlprogram(det_weights, os.path.join(work, "detector.mlpackage"))
+        det_ml_rows = os.path.join(work, "detector_ml_rows.jsonl")
+        write_rows(det_ml_rows, "x", [det_x], "FLOAT32")
 
     path = kernel_path(exe, mlp_path, mlp_rows)
     alt_path = f"; alternating with {alt[2]} ({kernel_path(alt[0], mlp_path, mlp_rows, alt[1])})" if alt else ""
@@ -377,13 +385,17 @@ def main():
     got = np.asarray(cortado_predict(exe, det_path, det_rows)[0]["y"]["data"]).reshape(detector.OUTPUT)
     ref = onnx_session(det_onnx, 1).run(None, {"x": det_x})[0][0]
     det_err = float(np.abs(got - ref).max() / np.abs(ref).max())
+    det_ml_err = 0.0
+    if det_ml_path:
+        got = np.asarray(cortado_predict(exe, det_ml_path, det_ml_rows)[0]["y"]["data"]).reshape(detector.OUTPUT)
+        det_ml_err = float(np.abs(got - ref).max() / np.abs(ref).max())
     got = np.asarray(cortado_predict(exe, yolo_path, yolo_rows)[0]["grid"]["data"]).reshape(125, 13, 13)
     ref = onnx_session(yolo_onnx, 1).run(None, {"image": image})[0][0]
     yolo_err = float(np.abs(got - ref).max() / np.abs(ref).max())
     got = np.stack([np.asarray(o["y"]["data"]) for o in cortado_predict(exe, mlp_path, mlp_rows)])
     ref = onnx_session(mlp_onnx, 1).run(None, {"x": mlp_x})[0]
     mlp_err = float((np.abs(got - ref) / np.maximum(1, np.abs(ref))).max())
-    agree = yolo_err <= 1e-3 and mlp_err <= 1e-4 and det_err <= 1e-3
+    agree = yolo_err <= 1e-3 and mlp_err <= 1e-4 and det_err <= 1e-3 and det_ml_err <= 1e-3
     ov_errors = {}
     if ov_version:
         ref = onnx_session(det_onnx, 1).run(None, {"x": det_x})[0]
@@ -398,7 +410,7 @@ def main():
         agree = agree and ov_errors["yolo"] <= 1e-3 and ov_errors["detector"] <= 1e-3 and ov_errors["mlp"] <= 1e-4
     print(f"MLP input and output in Core ML: {'DOUBLE' if a.double_io else 'FLOAT32'} arrays (onnxruntime: float32)")
     print(f"agreement: Tiny YOLO max|diff|/max|out| {yolo_err:.2g} (limit 1e-3); detector {det_err:.2g} (limit 1e-3); "
-          f"MLP max rel {mlp_err:.2g} (limit 1e-4)")
+          f"MLP max rel {mlp_err:.2g} (limit 1e-4)" + (f"; detector ML Program {det_ml_err:.2g} (limit 1e-3)" if det_ml_path else ""))
 
     results = []
     it = a.iterations
@@ -443,6 +455,12 @@ def main():
             times, _ = rounds(det_path, det_rows, t, 1, it * 2, 5, lambda: time_ort(ds, {"x": det_x}, it * 2, 5),
                               ov_timer(det_onnx, t, {"x": det_x}, it * 2, 5))
             results.append(dict(case="detector batch 1", threads=t, rows=1, **times))
+        # The detector as an ML Program (same ONNX twin), batch 1.
+        if det_ml_path:
+            ds = onnx_session(det_onnx, t)
+            times, _ = rounds(det_ml_path, det_ml_rows, t, 1, it * 2, 5, lambda: time_ort(ds, {"x": det_x}, it * 2, 5),
+                              ov_timer(det_onnx, t, {"x": det_x}, it * 2, 5))
+            results.append(dict(case="detector ML Program batch 1", threads=t, rows=1, **times))
         # MLP, batch 1 and 256.
         ms = onnx_session(mlp_onnx, t)
         for batch in ((1, 256) if "mlp" in a.cases else ()):
@@ -478,7 +496,7 @@ def main():
                   f"{r['cortado_seconds'] * 1e3:.1f} ms = {TINY_YOLO_FLOPS / r['cortado_seconds'] / 1e9:.1f} GFLOP/s (Cortado), "
                   f"{TINY_YOLO_FLOPS / r['ort_seconds'] / 1e9:.1f} GFLOP/s (onnxruntime)")
         if r["case"].startswith("detector"):
-            print(f"detector, {r['threads']} thread(s): {detector.flops() / 1e9:.3f} GFLOP in {r['cortado_seconds'] * 1e3:.2f} ms "
+            print(f"{r['case']}, {r['threads']} thread(s): {detector.flops() / 1e9:.3f} GFLOP in {r['cortado_seconds'] * 1e3:.2f} ms "
                   f"(Cortado), {r['ort_seconds'] * 1e3:.2f} ms (onnxruntime)")
     layer_rows = []
     if not a.no_layers and "yolo" in a.cases:
@@ -549,7 +567,8 @@ def main():
             "reference_rows_per_second": r["rows"] / r["ort_seconds"], "reference_rows_per_cpu_second": float("nan"),
             "cortado_rows_per_second": r["rows"] / r["cortado_seconds"], "cortado_rows_per_cpu_second": float("nan"),
             "wall_ratio": r["ort_seconds"] / r["cortado_seconds"], "cpu_ratio": float("nan"),
-            "max_error": yolo_err if "YOLO" in r["case"] else det_err if "detector" in r["case"] else mlp_err,
+            "max_error": (yolo_err if "YOLO" in r["case"] else det_ml_err if "ML Program" in r["case"]
+                          else det_err if "detector" in r["case"] else mlp_err),
             "tolerance": 1e-4 if "MLP" in r["case"] else 1e-3, "kernel_path": path,
             "agree": agree} for r in results]
         summary_rows += [{

@@ -17,10 +17,16 @@ enum MILConvolutionOps {
             throw call.error("weight \(w.shape) does not fit \(cin) input channels in \(groups) groups")
         }
         let g = try MILWindowGeometry.read(call, spatial: Array(x.shape[2...]), kernel: Array(w.shape[2...]), dilated: true)
-        // A ReLU the planner folded into this convolution (`MILFusion`).
+        // A residual add and a ReLU the planner folded into this convolution (`MILFusion`).
         let relu = try call.string(MILFusion.activationInput, default: "") == "relu"
-        if let direct = try MILDirectConvolution.run(call, x: x, w: w, g: g, groups: groups, relu: relu) {
-            return MILTensor(floats: direct, shape: [n, cout] + g.declaredOutput, dataType: x.dataType)
+        let outShape = [n, cout] + g.declaredOutput
+        let residual = try call.optionalTensor(MILFusion.residualInput)
+        if let residual, residual.shape != outShape {
+            throw call.error("the residual \(residual.shape) added to this convolution is not its output's shape \(outShape)")
+        }
+        let skip = residual?.floats
+        if let direct = try MILDirectConvolution.run(call, x: x, w: w, g: g, groups: groups, relu: relu, residual: skip) {
+            return MILTensor(floats: direct, shape: outShape, dataType: x.dataType)
         }
         let cinG = cin / groups, coutG = cout / groups
         let rows = cinG * g.kernelCount, cols = g.outputCount, spatialIn = g.inputCount
@@ -53,8 +59,8 @@ enum MILConvolutionOps {
             }
         }
         try addBias(call, &out, channels: cout, planeSize: cols)
-        if relu { for i in out.indices { out[i] = Swift.max(out[i], 0) } }
-        return MILTensor(floats: out, shape: [n, cout] + g.declaredOutput, dataType: x.dataType)
+        MILDirectConvolution.finish(&out, residual: skip, relu: relu)
+        return MILTensor(floats: out, shape: outShape, dataType: x.dataType)
     }
 
     static func convTranspose(_ call: MILOpCall) throws -> MILTensor {

@@ -6,7 +6,9 @@ import Dispatch
 /// written; the bias and a following ReLU folded into the kernel's epilogue. Taken for one
 /// group at horizontal stride 1 or 2 on the vector kernel paths (not `portable`); depthwise 3×3
 /// ones (`runDepthwise`) on the depthwise kernel; other convolutions run as
-/// im2col + GEMM (`MILConvolutionOps`).
+/// im2col + GEMM (`MILConvolutionOps`). A residual the planner folded in (`MILFusion`) is added
+/// in the direct kernel's epilogue, before the ReLU; the depthwise and GEMM paths add it after
+/// (`finish`).
 enum MILDirectConvolution {
     /// Weights packed as the kernel reads them, 64-byte aligned.
     final class PackedWeights: @unchecked Sendable {
@@ -27,9 +29,15 @@ enum MILDirectConvolution {
     static let available = cg_available() != 0
 
     /// The output, or nil when this convolution is not one the kernel takes.
-    static func run(_ call: MILOpCall, x: MILTensor, w: MILTensor, g: MILWindowGeometry, groups: Int, relu: Bool) throws -> [Float]? {
+    /// `residual` (laid out as the output) is added before the ReLU.
+    static func run(_ call: MILOpCall, x: MILTensor, w: MILTensor, g: MILWindowGeometry, groups: Int, relu: Bool,
+                    residual: [Float]? = nil) throws -> [Float]? {
         guard available, g.rank == 2, x.rank == 4 else { return nil }
-        if groups != 1 { return try runDepthwise(call, x: x, w: w, g: g, groups: groups, relu: relu) }
+        if groups != 1 {
+            guard var out = try runDepthwise(call, x: x, w: w, g: g, groups: groups, relu: relu && residual == nil) else { return nil }
+            finish(&out, residual: residual, relu: relu)
+            return out
+        }
         let n = x.shape[0], cin = x.shape[1], m = w.shape[0]
         var conv = cg_conv(channels: cin, h: g.input[1], w: g.input[2], kh: g.kernel[1], kw: g.kernel[2], sh: g.strides[1], sw: g.strides[2],
                            dh: g.dilations[1], dw: g.dilations[2], pad_h: g.padBefore[1], pad_w: g.padBefore[2],
@@ -53,27 +61,47 @@ enum MILDirectConvolution {
         defer { scratch.deallocate() }
         let padded = PackedWeights.aligned(scratch)
         let work = PackedWeights.aligned(padded + paddedCount)
-        let xv = x.floats
-        try xv.withUnsafeBufferPointer { xp in
-            try out.withUnsafeMutableBufferPointer { op in
-                try withEpilogue(bias, relu: relu) { epilogue in
+        let xv = x.floats, skip = residual ?? []
+        xv.withUnsafeBufferPointer { xp in
+            out.withUnsafeMutableBufferPointer { op in
+                skip.withUnsafeBufferPointer { rp in
                     for image in 0..<n {
-                        cg_conv_pad(&conv, xp.baseAddress! + image * cin * g.input[1] * g.input[2], 0, cin, padded)
-                        let shared = Shared(conv: conv, padded: padded, weights: packed.aligned, y: op.baseAddress! + image * m * plane,
-                                            work: work, epilogue: epilogue)
-                        let body: @Sendable (Int) -> Void = { worker in
-                            let u0 = Swift.min(units, worker * share), u1 = Swift.min(units, u0 + share)
-                            guard u0 < u1 else { return }
-                            var c = shared.conv
-                            cg_direct_conv(&c, shared.padded, shared.weights, m, u0, u1, shared.y, shared.epilogue, 0,
-                                           PackedWeights.aligned(shared.work + worker * (perWorker + 16)))
+                        let imageResidual = residual == nil ? nil : rp.baseAddress! + image * m * plane
+                        withEpilogue(bias, relu: relu, residual: imageResidual) { epilogue in
+                            cg_conv_pad(&conv, xp.baseAddress! + image * cin * g.input[1] * g.input[2], 0, cin, padded)
+                            let shared = Shared(conv: conv, padded: padded, weights: packed.aligned, y: op.baseAddress! + image * m * plane,
+                                                work: work, epilogue: epilogue)
+                            let body: @Sendable (Int) -> Void = { worker in
+                                let u0 = Swift.min(units, worker * share), u1 = Swift.min(units, u0 + share)
+                                guard u0 < u1 else { return }
+                                var c = shared.conv
+                                cg_direct_conv(&c, shared.padded, shared.weights, m, u0, u1, shared.y, shared.epilogue, 0,
+                                               PackedWeights.aligned(shared.work + worker * (perWorker + 16)))
+                            }
+                            if workers == 1 { body(0) } else { DispatchQueue.concurrentPerform(iterations: workers, execute: body) }
                         }
-                        if workers == 1 { body(0) } else { DispatchQueue.concurrentPerform(iterations: workers, execute: body) }
                     }
                 }
             }
         }
         return out
+    }
+
+    /// Adds a folded residual and applies a folded ReLU on paths whose kernel did neither.
+    static func finish(_ out: inout [Float], residual: [Float]?, relu: Bool) {
+        if let residual {
+            out.withUnsafeMutableBufferPointer { op in
+                residual.withUnsafeBufferPointer { rp in
+                    if relu {
+                        for i in 0..<op.count { op[i] = Swift.max(op[i] + rp[i], 0) }
+                    } else {
+                        for i in 0..<op.count { op[i] += rp[i] }
+                    }
+                }
+            }
+        } else if relu {
+            for i in out.indices { out[i] = Swift.max(out[i], 0) }
+        }
     }
 
     /// A depthwise 3×3 convolution (groups = input = output channels, dilation 1, strides 1 or
@@ -130,17 +158,19 @@ enum MILDirectConvolution {
         let epilogue: UnsafePointer<cg_epilogue>?
     }
 
-    /// The epilogue (bias as the per-channel shift, then ReLU), or nil when there is nothing to do.
-    static func withEpilogue<R>(_ bias: [Float]?, relu: Bool, _ body: (UnsafePointer<cg_epilogue>?) throws -> R) rethrows -> R {
-        guard bias != nil || relu else { return try body(nil) }
+    /// The epilogue (bias as the per-channel shift, then the residual, then ReLU), or nil when
+    /// there is nothing to do. Only `cg_direct_conv` reads a residual.
+    static func withEpilogue<R>(_ bias: [Float]?, relu: Bool, residual: UnsafePointer<Float>? = nil,
+                                _ body: (UnsafePointer<cg_epilogue>?) throws -> R) rethrows -> R {
+        guard bias != nil || relu || residual != nil else { return try body(nil) }
         let activation = relu ? CG_ACT_RELU : CG_ACT_NONE
         if let bias {
             return try bias.withUnsafeBufferPointer { bp in
-                var e = cg_epilogue(scale: nil, shift: bp.baseAddress, per_column: 0, activation: activation, alpha: 0, residual: nil)
+                var e = cg_epilogue(scale: nil, shift: bp.baseAddress, per_column: 0, activation: activation, alpha: 0, residual: residual)
                 return try withUnsafePointer(to: &e) { try body($0) }
             }
         }
-        var e = cg_epilogue(scale: nil, shift: nil, per_column: 0, activation: activation, alpha: 0, residual: nil)
+        var e = cg_epilogue(scale: nil, shift: nil, per_column: 0, activation: activation, alpha: 0, residual: residual)
         return try withUnsafePointer(to: &e) { try body($0) }
     }
 

@@ -19,7 +19,7 @@ final class MILFunctionPlan {
     let runCount: Int
     /// Element types of the tensors the program computes with (fp16, fp32, …).
     let computeTypes: Set<MILDataType>
-    /// Pairs of ops run as one ("conv+relu" → count).
+    /// Groups of ops run as one ("conv+relu", "conv+add+relu" → count).
     let fused: [String: Int]
 
     init(name: String, inputs: [(name: String, type: MILType, slot: Int)], body: MILBlock, outputNames: [String], slotCount: Int,
@@ -39,6 +39,8 @@ struct MILPlanner {
     private var runCount = 0
     private var computeTypes = Set<MILDataType>()
     private var fused: [String: Int] = [:]
+    /// The declared types of the function's inputs by slot (for the fusions' shape checks).
+    private var inputTypes: [Int: MILType] = [:]
 
     /// Operations never computed at load although their inputs may all be constants.
     static let neverFolded: Set<String> = [
@@ -72,6 +74,7 @@ struct MILPlanner {
             let slot = newSlot()
             let type = try MILType(input.type, op: "function \(name) input \(input.name)")
             inputs.append((input.name, type, slot))
+            inputTypes[slot] = type
             scope[input.name] = .slot(slot, input.name)
         }
         let body = try plan(block, scope: scope, inputSlots: [])
@@ -153,7 +156,7 @@ struct MILPlanner {
             guard let a = scope[n] else { throw MILError.invalid("block", "its output '\(n)' is not defined in it") }
             return a
         }
-        let fusedSteps = MILFusion.fuse(steps, outputs: outputs, fused: &fused)
+        let fusedSteps = MILFusion.fuse(steps, outputs: outputs, inputTypes: inputTypes, fused: &fused)
         runCount -= steps.count - fusedSteps.count
         return MILBlock(inputSlots: inputSlots, steps: fusedSteps, outputs: outputs)
     }
