@@ -33,6 +33,14 @@ public final class MLFeatureColumns: MLBatchProvider, @unchecked Sendable {
         self.owners = owners
     }
 
+    /// The same columns (shared, not copied) in a batch of their own, to add to or replace in
+    /// without touching `other`; `other` is among its owners.
+    public convenience init(copying other: MLFeatureColumns) {
+        self.init(count: other.count, owners: [other])
+        names = other.names
+        columns = other.columns
+    }
+
     /// Sets a feature's column (replacing one of the same name, else appended to `names`).
     public func set(_ name: String, _ column: MLFeatureColumn) {
         if let i = names.firstIndex(of: name) {
@@ -51,7 +59,7 @@ public final class MLFeatureColumns: MLBatchProvider, @unchecked Sendable {
 
     /// `column(name)`, looked for at position `hint` first: callers that walk a model's inputs
     /// in declared order find the columns of a batch decoded in that order without a scan.
-    func column(_ name: String, hint: Int) -> MLFeatureColumn? {
+    public func column(_ name: String, hint: Int) -> MLFeatureColumn? {
         if hint < names.count && names[hint] == name { return columns[hint] }
         return column(name)
     }

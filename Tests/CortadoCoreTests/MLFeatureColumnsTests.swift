@@ -126,6 +126,22 @@ final class MLFeatureColumnsTests: XCTestCase {
         XCTAssertEqual(columns.rows(5..<5).count, 0)
     }
 
+    func testACopyTakesNewColumnsAndLeavesTheOriginal() throws {
+        let columns = try inputs(3)
+        let copy = MLFeatureColumns(copying: columns)
+        XCTAssertEqual(copy.names, columns.names)
+        copy.set("d", .doubles([7, 8, 9]))
+        copy.set("extra", .int64s([1, 2, 3]))
+        XCTAssertEqual(copy.value("d", row: 1)?.doubleValue, 8)
+        XCTAssertNotEqual(columns.value("d", row: 1)?.doubleValue, 8)
+        XCTAssertNil(columns.column("extra"))
+        XCTAssertEqual(copy.names, ["a", "d", "i", "s", "extra"])
+        guard case .doubles? = columns.column("d", hint: 1), case .arrays? = columns.column("a", hint: 3) else {
+            return XCTFail("a column is found at its hinted place or elsewhere")
+        }
+        XCTAssertNil(columns.column("nope", hint: 0))
+    }
+
     func testConcatenatingGivesBackTheWhole() throws {
         let columns = try inputs(9)
         let joined = try MLFeatureColumns.concatenating([columns.rows(0..<2), columns.rows(2..<7), columns.rows(7..<9)])

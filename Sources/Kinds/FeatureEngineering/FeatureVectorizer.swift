@@ -155,9 +155,10 @@ extension MLCompiledFeatureVectorizer: MLColumnarPredicting {
         let rowShape = output.shape(count: length, like: nil)
         let result = try withUnsafeTemporaryAllocation(of: Double.self, capacity: n * length) { buffer in
             let y = buffer.baseAddress!
-            for column in columns {
+            for (index, column) in columns.enumerated() {
                 var at = y + column.offset
-                switch (column.source, batch.column(column.name)) {
+                // Listed in the inputs' order, mostly: each column where the batch has that input.
+                switch (column.source, batch.column(column.name, hint: index)) {
                 case (.scalar, .doubles(let v)?):
                     for r in 0..<n { at[0] = v[r]; at += length }
                 case (.scalar, .int64s(let v)?):

@@ -11,8 +11,7 @@ extension MLCompiledPipeline: MLColumnarPredicting {
     func predictions(columns: MLFeatureColumns, options: MLPredictionOptions) throws -> MLFeatureColumns {
         let n = columns.count
         guard n > 0 else { return MLFeatureColumns(count: 0) }
-        let features = MLFeatureColumns(count: n, owners: [columns])
-        for name in columns.names { features.set(name, columns.column(name)!) }
+        let features = MLFeatureColumns(copying: columns)
         let backed = !options.outputBackings.isEmpty
         let plain = Self.observing(options)
         for (stage, model) in zip(plan.stages, models) {
