@@ -218,3 +218,22 @@ public final class MLDenseRow: MLFeatureProvider, @unchecked Sendable {
         return MLFeatureValue(multiArray: array)
     }
 }
+
+extension MLFeatureColumns {
+    /// A regressor's dense results (`width` Doubles a row) as its one output column: `.doubles`
+    /// when `array` is nil (one double a row), else one [rows] + `array.shape` array of
+    /// `array.dataType`, written into the caller's backing when `options` holds one.
+    public static func regression(_ rows: UnsafePointer<Double>, count: Int, width: Int, name: String,
+                                  array: (shape: [Int], dataType: MLMultiArrayDataType)?,
+                                  options: MLPredictionOptions) throws -> MLFeatureColumns {
+        let columns = MLFeatureColumns(count: count)
+        if let array {
+            let out = try options.outputColumn(named: name, rows: count, shape: array.shape, dataType: array.dataType)
+            out.write(contiguous: UnsafeBufferPointer(start: rows, count: count * width))
+            columns.set(name, .arrays(out))
+        } else {
+            columns.set(name, .doubles(Array(UnsafeBufferPointer(start: rows, count: count))))
+        }
+        return columns
+    }
+}

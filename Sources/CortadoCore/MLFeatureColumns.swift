@@ -415,15 +415,7 @@ extension MLModelDescription {
                     }
                     // Rows of an array shape already passed need no second check.
                     var passed: [Int]?
-                    for value in values {
-                        if case .multiArray(let array) = value.storage {
-                            if let passed, array.shape == passed { continue }
-                            try input.validate(value)
-                            passed = array.shape
-                        } else {
-                            try input.validate(value)
-                        }
-                    }
+                    for value in values { try input.validate(value, passed: &passed) }
                 }
             }
         }

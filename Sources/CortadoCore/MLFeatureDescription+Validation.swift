@@ -103,14 +103,22 @@ extension MLModelDescription {
                     if input.isOptional { continue }
                     throw MLModelError.featureType(input.name, "required input is missing (expected \(input.typeSummary))")
                 }
-                if case .multiArray(let array) = value.storage {
-                    if let passed, array.shape == passed { continue }
-                    try input.validate(value)
-                    passed = array.shape
-                } else {
-                    try input.validate(value)
-                }
+                try input.validate(value, passed: &passed)
             }
+        }
+    }
+}
+
+extension MLFeatureDescription {
+    /// Checks one row's value of a batch, except a multi-array of the shape the row before
+    /// already passed with (`passed`: that shape, updated).
+    func validate(_ value: MLFeatureValue, passed: inout [Int]?) throws {
+        if case .multiArray(let array) = value.storage {
+            if let passed, array.shape == passed { return }
+            try validate(value)
+            passed = array.shape
+        } else {
+            try validate(value)
         }
     }
 }

@@ -33,6 +33,18 @@ public final class MLMultiArray: @unchecked Sendable, CustomStringConvertible {
         return strides
     }
 
+    /// Bytes of an array of `shape` with elements of `elementSize` bytes (elements when it is
+    /// 1); nil when the product overflows, so a shape a client sends cannot trap the server.
+    public static func byteCount(_ shape: [Int], elementSize: Int) -> Int? {
+        var n = elementSize
+        for d in shape {
+            let (p, overflow) = n.multipliedReportingOverflow(by: d)
+            if overflow { return nil }
+            n = p
+        }
+        return n
+    }
+
     /// A new, zero-filled array that owns its memory.
     public init(shape: [Int], dataType: MLMultiArrayDataType) throws {
         guard shape.allSatisfy({ $0 >= 0 }) else {

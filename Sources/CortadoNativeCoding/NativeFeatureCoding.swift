@@ -36,7 +36,7 @@ public enum NativeFeatureCoding {
             let dt = dataType(a.dataType) ?? expected?.multiArrayConstraint?.dataType ?? .double
             let shape = a.shape.map { Int($0) }
             guard shape.allSatisfy({ $0 >= 0 }) else { throw bad("negative dimension in shape \(shape)") }
-            guard let bytes = byteCount(shape, elementSize: dt.size) else {
+            guard let bytes = MLMultiArray.byteCount(shape, elementSize: dt.size) else {
                 throw bad("shape \(shape) has too many elements")
             }
             guard a.data.count == bytes else {
@@ -80,16 +80,6 @@ public enum NativeFeatureCoding {
         }
     }
 
-    /// Bytes of `shape` elements of `elementSize` bytes, or nil when that overflows.
-    static func byteCount(_ shape: [Int], elementSize: Int) -> Int? {
-        var n = elementSize
-        for d in shape {
-            let (p, overflow) = n.multipliedReportingOverflow(by: d)
-            if overflow { return nil }
-            n = p
-        }
-        return n
-    }
 
     public static func encode(_ value: MLFeatureValue) -> Cortado_V1_FeatureValue {
         var out = Cortado_V1_FeatureValue()

@@ -109,11 +109,11 @@ final class TensorMappingTests: XCTestCase {
     }
 
     func testByteCountReportsOverflow() {
-        XCTAssertEqual(TensorMapping.byteCount([2, 3], elementSize: 4), 24)
-        XCTAssertEqual(TensorMapping.byteCount([], elementSize: 8), 8)
-        XCTAssertEqual(TensorMapping.byteCount([0, 1 << 62], elementSize: 8), 0)
-        XCTAssertNil(TensorMapping.byteCount([1 << 33, 1 << 33], elementSize: 1))
-        XCTAssertNil(TensorMapping.byteCount([1 << 61], elementSize: 8))
+        XCTAssertEqual(MLMultiArray.byteCount([2, 3], elementSize: 4), 24)
+        XCTAssertEqual(MLMultiArray.byteCount([], elementSize: 8), 8)
+        XCTAssertEqual(MLMultiArray.byteCount([0, 1 << 62], elementSize: 8), 0)
+        XCTAssertNil(MLMultiArray.byteCount([1 << 33, 1 << 33], elementSize: 1))
+        XCTAssertNil(MLMultiArray.byteCount([1 << 61], elementSize: 8))
     }
 
     // MARK: tensor elements

@@ -129,7 +129,7 @@ final class InferenceRun {
     /// Reads a tensor's elements from shared memory, raw bytes or typed contents.
     private func read(_ tensor: borrowing InferRequestView.Input, raw: UnsafeRawBufferPointer?, shape: [Int], mapping: TensorMapping) throws -> TensorElements {
         let name = tensor.name
-        guard let count = TensorMapping.byteCount(shape, elementSize: 1) else {
+        guard let count = MLMultiArray.byteCount(shape, elementSize: 1) else {
             throw bad("input '\(name)': shape \(shape) has too many elements")
         }
         let datatype = tensor.datatype
@@ -150,7 +150,7 @@ final class InferenceRun {
         guard let size = TensorMapping.elementSize(datatype) else {
             throw bad("input '\(name)': unknown datatype '\(datatype)'")
         }
-        guard let bytes = TensorMapping.byteCount(shape, elementSize: size) else {
+        guard let bytes = MLMultiArray.byteCount(shape, elementSize: size) else {
             throw bad("input '\(name)': shape \(shape) of \(datatype) has too many bytes")
         }
         if let region = parameterString(tensor.parameters, "shared_memory_region") {

@@ -120,17 +120,6 @@ final class TensorMapping: @unchecked Sendable {
         }
     }
 
-    /// Bytes of a tensor of `shape` (elements when `elementSize` is 1); nil when the product
-    /// overflows, so a client's shape cannot trap the server.
-    static func byteCount(_ shape: [Int], elementSize: Int) -> Int? {
-        var n = elementSize
-        for d in shape {
-            let (p, overflow) = n.multipliedReportingOverflow(by: d)
-            if overflow { return nil }
-            n = p
-        }
-        return n
-    }
 
     /// Bytes per element of a fixed-size datatype; nil for BYTES or unknown.
     static func elementSize(_ datatype: String) -> Int? {

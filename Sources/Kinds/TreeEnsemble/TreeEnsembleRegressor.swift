@@ -87,17 +87,9 @@ final class TreeEnsembleRegressorModel: MLCompiledModel, MLDenseFeaturePredictin
     }
 
     func outputColumns(dense rows: UnsafePointer<Double>, count: Int, options: MLPredictionOptions) throws -> MLFeatureColumns {
-        let columns = MLFeatureColumns(count: count)
-        switch output {
-        case .double:
-            // One value a row (a double output has one dimension).
-            columns.set(outputName, .doubles(Array(UnsafeBufferPointer(start: rows, count: count))))
-        case .array(let shape, let dataType):
-            let array = try options.outputColumn(named: outputName, rows: count, shape: shape, dataType: dataType)
-            array.write(contiguous: UnsafeBufferPointer(start: rows, count: count * outputWidth))
-            columns.set(outputName, .arrays(array))
-        }
-        return columns
+        var array: (shape: [Int], dataType: MLMultiArrayDataType)?
+        if case .array(let shape, let dataType) = output { array = (shape, dataType) }
+        return try .regression(rows, count: count, width: outputWidth, name: outputName, array: array, options: options)
     }
 
     func prediction(from input: MLFeatureProvider, options: MLPredictionOptions) throws -> MLFeatureProvider {

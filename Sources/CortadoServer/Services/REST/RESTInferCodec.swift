@@ -140,7 +140,7 @@ enum RESTInferCodec {
             if let list = v as? [Any] { for e in list { flatten(e) } } else { values.append(v) }
         }
         flatten(data)
-        if let count = TensorMapping.byteCount(shape, elementSize: 1), count >= 0, values.count != count {
+        if let count = MLMultiArray.byteCount(shape, elementSize: 1), count >= 0, values.count != count {
             throw bad("input '\(name)': shape \(shape) needs \(count) values, \"data\" holds \(values.count)")
         }
         func number(_ v: Any) throws -> NSNumber {
