@@ -13,16 +13,6 @@ final class InferenceRunTests: XCTestCase {
     override func setUp() { pool = WorkerPool(threads: 1) }
     override func tearDown() { pool.stop() }
 
-    /// Collects the one answer of a call.
-    final class Answer: GRPCCallCompletion, @unchecked Sendable {
-        let done = DispatchSemaphore(value: 0)
-        var result: GRPCCallResult?
-        func complete(_ call: GRPCServerCall, _ result: GRPCCallResult) {
-            self.result = result
-            done.signal()
-        }
-    }
-
     /// A context serving `spec` as model "m".
     private func context(_ spec: CoreML_Specification_Model) throws -> ServerContext {
         let repository = ModelRepository(root: nil, pool: pool)
@@ -34,16 +24,7 @@ final class InferenceRunTests: XCTestCase {
     private func run(_ request: Inference_ModelInferRequest, on context: ServerContext) throws -> Inference_ModelInferResponse {
         var request = request
         request.modelName = "m"
-        let answer = Answer()
-        let call = GRPCServerCall(path: "/inference.GRPCInferenceService/ModelInfer", request: try request.serializedBytes(),
-                                  metadata: [], deadline: nil, completion: answer)
-        InferenceService.infer(call, context)
-        waitOrFail(answer.done, "the ModelInfer answer")
-        switch answer.result {
-        case .message(let framed)?: return try Inference_ModelInferResponse(serializedBytes: Array(framed.dropFirst(GRPCMessageWriter.prefixLength)))
-        case .status(let status)?: throw status
-        default: throw GRPCStatus(.unknown, "no answer: \(String(describing: answer.result))")
-        }
+        return try modelInfer(request, on: context)
     }
 
     func testRawRegressorCall() throws {

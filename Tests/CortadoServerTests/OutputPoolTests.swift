@@ -14,16 +14,6 @@ final class OutputPoolTests: XCTestCase {
     override func setUp() { pool = WorkerPool(threads: 1) }
     override func tearDown() { pool.stop() }
 
-    /// Collects the one answer of a call.
-    final class Answer: GRPCCallCompletion, @unchecked Sendable {
-        let done = DispatchSemaphore(value: 0)
-        var result: GRPCCallResult?
-        func complete(_ call: GRPCServerCall, _ result: GRPCCallResult) {
-            self.result = result
-            done.signal()
-        }
-    }
-
     private func infer(_ context: ServerContext, model: String, _ values: [Double]) throws -> Inference_ModelInferResponse {
         var request = Inference_ModelInferRequest()
         request.modelName = model
@@ -33,16 +23,7 @@ final class OutputPoolTests: XCTestCase {
         t.shape = [1, Int64(values.count)]
         request.inputs = [t]
         request.rawInputContents = [values.withUnsafeBytes { Data($0) }]
-        let answer = Answer()
-        let call = GRPCServerCall(path: "/inference.GRPCInferenceService/ModelInfer", request: try request.serializedBytes(),
-                                  metadata: [], deadline: nil, completion: answer)
-        InferenceService.infer(call, context)
-        waitOrFail(answer.done, "the ModelInfer answer")
-        guard case .message(let framed)? = answer.result else {
-            XCTFail("no message: \(String(describing: answer.result))")
-            return Inference_ModelInferResponse()
-        }
-        return try Inference_ModelInferResponse(serializedBytes: Array(framed.dropFirst(5)))
+        return try modelInfer(request, on: context)
     }
 
     func testSteadyStatePredictionsReuseOnePooledSet() throws {
