@@ -93,14 +93,22 @@ public struct MLClassifierOutputNames: Sendable {
         if let out = description.output(named: label), out.type != labels.type {
             throw MLModelError(.invalidModel, feature: label, "predicted label output is \(out.type) but the class labels are \(labels.type)")
         }
-        labelName = label
+        // The outputs' own name strings where they are declared: the same storage as the names
+        // the model's outputs are matched against, so comparing them is a pointer check.
+        labelName = description.output(named: label)?.name ?? label
         labelValues = (0..<labels.count).map { labels.value(at: $0) }
+        let probabilities: String?
         if let p = description.predictedProbabilitiesName {
-            probabilitiesName = p
+            probabilities = description.output(named: p)?.name ?? p
         } else {
-            probabilitiesName = description.outputs.first(where: { $0.type == .dictionary && $0.name != label })?.name
+            probabilities = description.outputs.first(where: { $0.type == .dictionary && $0.name != label })?.name
         }
+        probabilitiesName = probabilities
+        distinctNames = probabilities != nil && probabilities != label
     }
+
+    /// Whether the probabilities have an output of their own (not the label's name).
+    public let distinctNames: Bool
 
     /// The output features for a winning class and per-class scores.
     /// The outputs as a provider (a list: two features at most).

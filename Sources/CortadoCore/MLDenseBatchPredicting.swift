@@ -129,37 +129,53 @@ extension MLInputVectorizer {
 }
 
 extension MLClassifierOutputNames {
+    /// A classifier's output columns for `count` rows of per-class scores, in a batch of their
+    /// own (see `setColumns`).
+    public func columns(labels: MLClassLabels, scores: UnsafePointer<Double>, count: Int) -> MLFeatureColumns {
+        let columns = MLFeatureColumns(count: count, capacity: distinctNames ? 2 : 1)
+        setColumns(labels: labels, scores: scores, count: count, in: columns)
+        return columns
+    }
+
     /// A classifier's output columns for `count` rows of per-class scores (`labels.count` a row,
     /// in label order), set into `columns`: the winning label (`.int64s` for int64 labels,
     /// `.values` for strings) and the label → score dictionaries (`.values`), as `provider` gives
     /// them row by row (ties to the first class).
     public func setColumns(labels: MLClassLabels, scores: UnsafePointer<Double>, count: Int, in columns: MLFeatureColumns) {
         let k = labels.count
-        var winners = [Int](repeating: 0, count: count)
-        for r in 0..<count {
-            let p = scores + r * k
-            var winner = 0
-            for c in 1..<k where p[c] > p[winner] { winner = c }
-            winners[r] = winner
-        }
         if let probabilities = probabilitiesName {
-            let dictionaries = (0..<count).map { labels.dictionary(scores: UnsafeBufferPointer(start: scores + $0 * k, count: k)) }
+            var dictionaries: [MLFeatureValue] = []
+            dictionaries.reserveCapacity(count)
+            for r in 0..<count { dictionaries.append(labels.dictionary(scores: UnsafeBufferPointer(start: scores + r * k, count: k))) }
             // One name for both: the probabilities win, as in `provider`.
-            if probabilities == labelName {
-                columns.set(probabilities, .values(dictionaries))
-                return
-            }
-            setLabels(labels, winners: winners, in: columns)
+            if distinctNames { setLabels(labels, scores: scores, count: count, in: columns) }
             columns.set(probabilities, .values(dictionaries))
         } else {
-            setLabels(labels, winners: winners, in: columns)
+            setLabels(labels, scores: scores, count: count, in: columns)
         }
     }
 
-    private func setLabels(_ labels: MLClassLabels, winners: [Int], in columns: MLFeatureColumns) {
+    /// The winning label of each row (ties to the first class), built as the rows are read
+    /// (no list of winners: each list is an allocation, and one-row calls are the common case).
+    private func setLabels(_ labels: MLClassLabels, scores: UnsafePointer<Double>, count: Int, in columns: MLFeatureColumns) {
+        let k = labels.count
+        func winner(_ r: Int) -> Int {
+            let p = scores + r * k
+            var w = 0
+            for c in 1..<k where p[c] > p[w] { w = c }
+            return w
+        }
         switch labels {
-        case .int64s(let l): columns.set(labelName, .int64s(winners.map { l[$0] }))
-        case .strings: columns.set(labelName, .values(winners.map { label($0, labels) }))
+        case .int64s(let l):
+            var out: [Int64] = []
+            out.reserveCapacity(count)
+            for r in 0..<count { out.append(l[winner(r)]) }
+            columns.set(labelName, .int64s(out))
+        case .strings:
+            var out: [MLFeatureValue] = []
+            out.reserveCapacity(count)
+            for r in 0..<count { out.append(label(winner(r), labels)) }
+            columns.set(labelName, .values(out))
         }
     }
 }
@@ -226,7 +242,7 @@ extension MLFeatureColumns {
     public static func regression(_ rows: UnsafePointer<Double>, count: Int, width: Int, name: String,
                                   array: (shape: [Int], dataType: MLMultiArrayDataType)?,
                                   options: MLPredictionOptions) throws -> MLFeatureColumns {
-        let columns = MLFeatureColumns(count: count)
+        let columns = MLFeatureColumns(count: count, capacity: 1)
         if let array {
             let out = try options.outputColumn(named: name, rows: count, shape: array.shape, dataType: array.dataType)
             out.write(contiguous: UnsafeBufferPointer(start: rows, count: count * width))

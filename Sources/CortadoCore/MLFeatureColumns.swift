@@ -22,52 +22,82 @@ public enum MLFeatureColumn: @unchecked Sendable {
 /// memory that hold this batch, and so its `owners`, alive: a view outlives nothing it reads.
 public final class MLFeatureColumns: MLBatchProvider, @unchecked Sendable {
     public let count: Int
-    public private(set) var names: [String]            // in insertion order
-    public var owners: [AnyObject]                      // kept alive as long as the columns (request bytes)
-    /// The columns, by position in `names`.
-    private var columns: [MLFeatureColumn] = []
+    /// Kept alive as long as the columns (request bytes, the batch a view was cut from).
+    public var owners: [AnyObject]
+    /// The one owner most batches have, held without a list (see `init(count:owner:capacity:)`).
+    private let owner: AnyObject?
+    /// The columns with their names, in insertion order: one list, so a batch of k features
+    /// costs one allocation, not two.
+    private var entries: [Entry] = []
 
-    public init(count: Int, owners: [AnyObject] = []) {
+    private struct Entry {
+        let name: String
+        var column: MLFeatureColumn
+    }
+
+    /// The features' names, in insertion order.
+    public var names: [String] { entries.map(\.name) }
+
+    public convenience init(count: Int, owners: [AnyObject] = []) {
+        self.init(count: count, owners: owners, capacity: 0)
+    }
+
+    /// `capacity`: how many features will be set (room made once).
+    public init(count: Int, owners: [AnyObject] = [], capacity: Int) {
         self.count = count
-        self.names = []
         self.owners = owners
+        self.owner = nil
+        if capacity > 0 { entries.reserveCapacity(capacity) }
+    }
+
+    /// A batch kept alive with one owner (no owners list to allocate).
+    public init(count: Int, owner: AnyObject, capacity: Int = 0) {
+        self.count = count
+        self.owners = []
+        self.owner = owner
+        if capacity > 0 { entries.reserveCapacity(capacity) }
     }
 
     /// The same columns (shared, not copied) in a batch of their own, to add to or replace in
     /// without touching `other`; `other` is among its owners.
     public convenience init(copying other: MLFeatureColumns) {
-        self.init(count: other.count, owners: [other])
-        names = other.names
-        columns = other.columns
+        self.init(count: other.count, owner: other)
+        entries = other.entries
     }
 
     /// Sets a feature's column (replacing one of the same name, else appended to `names`).
     public func set(_ name: String, _ column: MLFeatureColumn) {
-        if let i = names.firstIndex(of: name) {
-            columns[i] = column
-        } else {
-            names.append(name)
-            columns.append(column)
+        for i in entries.indices where entries[i].name == name {
+            entries[i].column = column
+            return
         }
+        entries.append(Entry(name: name, column: column))
     }
 
     public func column(_ name: String) -> MLFeatureColumn? {
         // Few features: a scan beats hashing the name.
-        for i in names.indices where names[i] == name { return columns[i] }
+        for i in entries.indices where entries[i].name == name { return entries[i].column }
         return nil
     }
 
     /// `column(name)`, looked for at position `hint` first: callers that walk a model's inputs
     /// in declared order find the columns of a batch decoded in that order without a scan.
     public func column(_ name: String, hint: Int) -> MLFeatureColumn? {
-        if hint < names.count && names[hint] == name { return columns[hint] }
+        if hint < entries.count && entries[hint].name == name { return entries[hint].column }
         return column(name)
     }
 
     /// One row's value (arrays: a view, no copy); nil for a feature the batch lacks or a row
     /// out of range.
     public func value(_ name: String, row: Int) -> MLFeatureValue? {
-        guard row >= 0, row < count, let column = column(name) else { return nil }
+        guard let column = column(name) else { return nil }
+        return value(of: column, row: row)
+    }
+
+    /// One row's value of `column`, a column of this batch (found once by the caller, not
+    /// looked up by name for every row); nil for a row out of range.
+    public func value(of column: MLFeatureColumn, row: Int) -> MLFeatureValue? {
+        guard row >= 0, row < count else { return nil }
         switch column {
         case .arrays(let array):
             guard let view = try? Self.view(array, rows: row..<(row + 1), dropRowAxis: true, owner: self) else { return nil }
@@ -83,9 +113,10 @@ public final class MLFeatureColumns: MLBatchProvider, @unchecked Sendable {
     /// Rows [range] as a batch of their own, without copying (arrays: views into the same memory).
     public func rows(_ range: Range<Int>) -> MLFeatureColumns {
         precondition(range.lowerBound >= 0 && range.upperBound <= count, "rows \(range) of a batch of \(count)")
-        let part = MLFeatureColumns(count: range.count, owners: [self])
-        for (name, column) in zip(names, columns) {
-            switch column {
+        let part = MLFeatureColumns(count: range.count, owner: self, capacity: entries.count)
+        for entry in entries {
+            let name = entry.name
+            switch entry.column {
             case .arrays(let array):
                 // A view's shape and strides come from its parent's: it cannot fail.
                 part.set(name, .arrays(try! Self.view(array, rows: range, dropRowAxis: false, owner: self)))
@@ -107,7 +138,8 @@ public final class MLFeatureColumns: MLBatchProvider, @unchecked Sendable {
         let total = parts.reduce(0) { $0 + $1.count }
         let out = MLFeatureColumns(count: total)
         guard let first = parts.first else { return out }
-        for (index, name) in first.names.enumerated() {
+        for entry in first.entries {
+            let name = entry.name
             var pieces: [MLFeatureColumn] = []
             pieces.reserveCapacity(parts.count)
             for part in parts {
@@ -116,7 +148,7 @@ public final class MLFeatureColumns: MLBatchProvider, @unchecked Sendable {
                 }
                 pieces.append(column)
             }
-            switch first.columns[index] {
+            switch entry.column {
             case .arrays(let a0):
                 let rowShape = Array(a0.shape.dropFirst())
                 var arrays: [MLMultiArray] = []
@@ -186,17 +218,15 @@ public final class MLFeatureColumns: MLBatchProvider, @unchecked Sendable {
     func reorder(_ order: [String]) {
         // Mostly already in order (kinds write their outputs as declared): nothing to sort.
         var next = 0
-        for name in names {
-            while next < order.count && order[next] != name { next += 1 }
+        for entry in entries {
+            while next < order.count && order[next] != entry.name { next += 1 }
             if next == order.count { break }
         }
         if next < order.count { return }
         let position = Dictionary(order.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
-        let sorted = zip(names, columns).enumerated().sorted {
-            (position[$0.element.0] ?? order.count + $0.offset, $0.offset) < (position[$1.element.0] ?? order.count + $1.offset, $1.offset)
-        }
-        names = sorted.map(\.element.0)
-        columns = sorted.map(\.element.1)
+        entries = entries.enumerated().sorted {
+            (position[$0.element.name] ?? order.count + $0.offset, $0.offset) < (position[$1.element.name] ?? order.count + $1.offset, $1.offset)
+        }.map(\.element)
     }
 
     // MARK: Helpers
@@ -378,44 +408,49 @@ extension MLModelDescription {
     /// column's first bad row is reported).
     public func validateInputs(_ columns: MLFeatureColumns) throws {
         try inputs.withUnsafeBufferPointer { all in
+            guard let first = all.baseAddress else { return }
             for i in all.indices {
-                let input = all[i]
-                guard let column = columns.column(input.name, hint: i) else {
-                    if input.isOptional || columns.count == 0 { continue }
-                    throw MLModelError.featureType(input.name, "required input is missing (expected \(input.typeSummary))")
+                // Through a pointer: `all[i]` would copy the description (a retain per field) on
+                // every call.
+                let input = first + i
+                guard let column = columns.column(input.pointee.name, hint: i) else {
+                    if input.pointee.isOptional || columns.count == 0 { continue }
+                    throw MLModelError.featureType(input.pointee.name, "required input is missing (expected \(input.pointee.typeSummary))")
                 }
                 guard columns.count > 0 else { continue }
                 switch column {
                 case .arrays(let array):
-                    guard input.type == .multiArray else {
-                        throw MLModelError.featureType(input.name, "expected \(input.typeSummary), got \(MLFeatureType.multiArray)")
+                    guard input.pointee.type == .multiArray else {
+                        throw MLModelError.featureType(input.pointee.name, "expected \(input.pointee.typeSummary), got \(MLFeatureType.multiArray)")
                     }
                     guard array.shape.first == columns.count else {
-                        throw MLModelError.featureType(input.name, "the column holds \(array.shape.first ?? 0) rows, the batch \(columns.count)")
+                        throw MLModelError.featureType(input.pointee.name, "the column holds \(array.shape.first ?? 0) rows, the batch \(columns.count)")
                     }
-                    try input.validateShape(MLFeatureColumns.rowShape(array))
+                    // The declared shape itself (the common case) passes without a row shape made.
+                    if input.pointee.isDeclaredShape(array.shape.dropFirst()) { continue }
+                    try input.pointee.validateShape(MLFeatureColumns.rowShape(array))
                 case .doubles(let v):
                     guard v.count == columns.count else {
-                        throw MLModelError.featureType(input.name, "the column holds \(v.count) rows, the batch \(columns.count)")
+                        throw MLModelError.featureType(input.pointee.name, "the column holds \(v.count) rows, the batch \(columns.count)")
                     }
                     // As `validate` takes a double (Core ML converts between the two scalars).
-                    guard input.type == .double || input.type == .int64 else {
-                        throw MLModelError.featureType(input.name, "expected \(input.typeSummary), got \(MLFeatureType.double)")
+                    guard input.pointee.type == .double || input.pointee.type == .int64 else {
+                        throw MLModelError.featureType(input.pointee.name, "expected \(input.pointee.typeSummary), got \(MLFeatureType.double)")
                     }
                 case .int64s(let v):
                     guard v.count == columns.count else {
-                        throw MLModelError.featureType(input.name, "the column holds \(v.count) rows, the batch \(columns.count)")
+                        throw MLModelError.featureType(input.pointee.name, "the column holds \(v.count) rows, the batch \(columns.count)")
                     }
-                    guard input.type == .double || input.type == .int64 else {
-                        throw MLModelError.featureType(input.name, "expected \(input.typeSummary), got \(MLFeatureType.int64)")
+                    guard input.pointee.type == .double || input.pointee.type == .int64 else {
+                        throw MLModelError.featureType(input.pointee.name, "expected \(input.pointee.typeSummary), got \(MLFeatureType.int64)")
                     }
                 case .values(let values):
                     guard values.count == columns.count else {
-                        throw MLModelError.featureType(input.name, "the column holds \(values.count) rows, the batch \(columns.count)")
+                        throw MLModelError.featureType(input.pointee.name, "the column holds \(values.count) rows, the batch \(columns.count)")
                     }
                     // Rows of an array shape already passed need no second check.
                     var passed: [Int]?
-                    for value in values { try input.validate(value, passed: &passed) }
+                    for value in values { try input.pointee.validate(value, passed: &passed) }
                 }
             }
         }

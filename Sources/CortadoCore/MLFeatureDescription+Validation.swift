@@ -38,6 +38,13 @@ extension MLFeatureDescription {
         }
     }
 
+    /// Whether `shape` is the declared shape of an array input without flexible shapes (so
+    /// `validateShape` would pass it), checked without copying the constraint or making an array.
+    func isDeclaredShape(_ shape: ArraySlice<Int>) -> Bool {
+        guard let c = multiArrayConstraint else { return true }
+        return c.shapeConstraint.type == .unspecified && c.shape.elementsEqual(shape)
+    }
+
     /// Checks a multi-array shape against the constraint.
     public func validateShape(_ shape: [Int]) throws {
         guard let c = multiArrayConstraint else { return }

@@ -23,14 +23,22 @@ public final class MLMultiArray: @unchecked Sendable, CustomStringConvertible {
 
     /// Row-major (C order) strides for a shape.
     public static func rowMajorStrides(_ shape: [Int]) -> [Int] {
-        if shape.count == 1 { return unitStrides }
-        var strides = [Int](repeating: 1, count: shape.count)
-        var step = 1
-        for axis in stride(from: shape.count - 1, through: 0, by: -1) {
-            strides[axis] = step
-            step *= max(shape[axis], 1)
+        switch shape.count {
+        case 1: return unitStrides
+        case 2: return [max(shape[1], 1), 1]
+        default:
+            // Appended from the last axis, then turned round: `Array(repeating:count:)` goes
+            // through the standard library's unspecialized allocation, several times the cost.
+            var strides: [Int] = []
+            strides.reserveCapacity(shape.count)
+            var step = 1
+            for axis in stride(from: shape.count - 1, through: 0, by: -1) {
+                strides.append(step)
+                step *= max(shape[axis], 1)
+            }
+            strides.reverse()
+            return strides
         }
-        return strides
     }
 
     /// Bytes of an array of `shape` with elements of `elementSize` bytes (elements when it is
@@ -46,7 +54,17 @@ public final class MLMultiArray: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// A new, zero-filled array that owns its memory.
-    public init(shape: [Int], dataType: MLMultiArrayDataType) throws {
+    public convenience init(shape: [Int], dataType: MLMultiArrayDataType) throws {
+        try self.init(owning: shape, dataType: dataType, from: nil)
+    }
+
+    /// A new array that owns its memory, holding a copy of the `count × dataType.size` bytes at
+    /// `source` (row-major): no zero fill first.
+    public convenience init(copying source: UnsafeRawPointer, shape: [Int], dataType: MLMultiArrayDataType) throws {
+        try self.init(owning: shape, dataType: dataType, from: source)
+    }
+
+    private init(owning shape: [Int], dataType: MLMultiArrayDataType, from source: UnsafeRawPointer?) throws {
         guard shape.allSatisfy({ $0 >= 0 }) else {
             throw MLModelError(.generic, "multi-array shape \(shape) has a negative dimension")
         }
@@ -56,7 +74,11 @@ public final class MLMultiArray: @unchecked Sendable, CustomStringConvertible {
         self.count = shape.reduce(1, *)
         let bytes = max(count * dataType.size, 1)
         self.dataPointer = UnsafeMutableRawPointer.allocate(byteCount: bytes, alignment: 64)
-        self.dataPointer.initializeMemory(as: UInt8.self, repeating: 0, count: bytes)
+        if let source, count > 0 {
+            self.dataPointer.copyMemory(from: source, byteCount: count * dataType.size)
+        } else {
+            self.dataPointer.initializeMemory(as: UInt8.self, repeating: 0, count: bytes)
+        }
         self.deallocator = { $0.deallocate() }
         self.owner = nil
     }

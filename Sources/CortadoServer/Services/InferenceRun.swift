@@ -46,50 +46,50 @@ final class InferenceRun {
     private func columns(_ storage: UnsafeRawBufferPointer) throws -> MLFeatureColumns {
         let model = served.model
         let mappings = served.tensorInputs
-        var batch = -1
-        var columns: [Column] = []
-        columns.reserveCapacity(request.inputs.count)
         let useRaw = !request.raw.isEmpty
         if useRaw && request.raw.count != request.inputs.count {
             throw bad("raw_input_contents has \(request.raw.count) entries for \(request.inputs.count) inputs")
         }
+        // Made at the first input, which sets the batch's rows.
+        var out: MLFeatureColumns?
         // Which model inputs the request gave, by position in `mappings`.
-        var given = [Bool](repeating: false, count: mappings.count)
-        // By index, each tensor borrowed in place (a copy would retain each of its fields).
+        var given = GivenInputs()
+        // By index, each tensor borrowed in place (a copy would retain each of its fields); each
+        // becomes its column as soon as it is read and checked.
         for index in request.inputs.indices {
             let (column, rows) = try column(request.inputs[index], raw: useRaw ? UnsafeRawBufferPointer(rebasing: storage[request.raw[index]]) : nil,
                                             mappings: mappings, hint: index, given: &given)
-            if batch < 0 { batch = rows } else if rows != batch {
-                throw bad("input '\(column.mapping.name)' has \(rows) rows but an earlier input has \(batch)")
+            if let out {
+                guard rows == out.count else { throw bad("input '\(column.mapping.name)' has \(rows) rows but an earlier input has \(out.count)") }
+            } else {
+                try checkBatch(rows)
+                out = MLFeatureColumns(count: rows, owner: self, capacity: request.inputs.count)
             }
-            columns.append(column)
+            out!.set(column.mapping.name, try self.column(column, rows: rows))
         }
-        for (m, mapping) in mappings.enumerated() where !given[m] && !mapping.feature.isOptional {
+        for (m, mapping) in mappings.enumerated() where !given.contains(m) && !mapping.feature.isOptional {
             throw bad("model '\(model.name)': required input '\(mapping.name)' is missing (expected \(mapping.datatype) \([-1] + mapping.dims))")
         }
-        if batch < 0 { batch = 1 }
-        guard batch >= 1 else { throw bad("the batch is empty") }
-        guard batch <= Int(InferenceService.maxBatchSize) else { throw bad("batch of \(batch) rows is larger than max_batch_size \(InferenceService.maxBatchSize)") }
-        let out = MLFeatureColumns(count: batch, owners: [self])
-        for c in columns.indices {
-            out.set(columns[c].mapping.name, try column(columns[c], rows: batch))
-        }
-        return out
+        return out ?? MLFeatureColumns(count: 1, owner: self)
+    }
+
+    private func checkBatch(_ rows: Int) throws {
+        guard rows >= 1 else { throw bad("the batch is empty") }
+        guard rows <= Int(InferenceService.maxBatchSize) else { throw bad("batch of \(rows) rows is larger than max_batch_size \(InferenceService.maxBatchSize)") }
     }
 
     /// Checks one input tensor against the model's inputs and reads its elements; with the
     /// rows it holds. `hint`: where the input is looked for first (clients mostly send the
     /// inputs in the model's order); `given` marks the model inputs seen so far.
     private func column(_ tensor: borrowing InferRequestView.Input, raw: UnsafeRawBufferPointer?, mappings: [TensorMapping],
-                        hint: Int, given: inout [Bool]) throws -> (column: Column, rows: Int) {
+                        hint: Int, given: inout GivenInputs) throws -> (column: Column, rows: Int) {
         let model = served.model
         let name = tensor.name
         guard let m = hint < mappings.count && mappings[hint].name == name ? hint : mappings.firstIndex(where: { $0.name == name }) else {
             throw bad("model '\(model.name)' has no input named '\(name)' (inputs: \(mappings.map(\.name).joined(separator: ", ")))")
         }
         let mapping = mappings[m]
-        guard !given[m] else { throw bad("input '\(name)' is given twice") }
-        given[m] = true
+        guard given.insert(m) else { throw bad("input '\(name)' is given twice") }
         let shape = tensor.shape
         guard shape.allSatisfy({ $0 >= 0 }) else { throw bad("input '\(tensor.name)': negative dimension in shape \(shape)") }
         // A leading batch dimension, or none (one row).
@@ -219,7 +219,7 @@ final class InferenceRun {
             })
         case .multiArray(let declared):
             guard numeric else { throw bad("input '\(name)': expected a numeric tensor, got BYTES") }
-            let shape = [rows] + rowShape
+            let (shape, strides) = mapping.arrayLayout(rows: rows, rowShape: rowShape)
             guard let wire = TensorMapping.arrayType(elements.datatype) else {
                 // Another wire type (INT64, UINT8, …): converted into the declared type.
                 let array = try MLMultiArray(shape: shape, dataType: declared ?? .double)
@@ -231,13 +231,12 @@ final class InferenceRun {
                 // The tensor's bytes where they lie (the request's, or its typed contents'),
                 // kept alive by the array.
                 return .arrays(try MLMultiArray(dataPointer: UnsafeMutableRawPointer(mutating: base), shape: shape, dataType: wire,
-                                                strides: MLMultiArray.rowMajorStrides(shape), owner: owner))
+                                                strides: strides, owner: owner))
             }
             // Shared memory (its client may rewrite or unregister it), or bytes not aligned
             // for their type: one copy.
-            let array = try MLMultiArray(shape: shape, dataType: wire)
-            if rows * perRow > 0 { array.dataPointer.copyMemory(from: elements.raw.baseAddress!, byteCount: rows * perRow * size) }
-            return .arrays(array)
+            guard rows * perRow > 0, let base = elements.raw.baseAddress else { return .arrays(try MLMultiArray(shape: shape, dataType: wire)) }
+            return .arrays(try MLMultiArray(copying: base, shape: shape, dataType: wire))
         case .probabilities:
             throw bad("input '\(name)' cannot be a class-probability tensor")
         case .image:
@@ -341,20 +340,24 @@ final class InferenceRun {
         var tensors: [OutputTensor] = []
         tensors.reserveCapacity(named ? request.outputs.count : mappings.count)
         for k in 0..<(named ? request.outputs.count : mappings.count) {
-            let mapping: TensorMapping
+            // The output's position among the model's outputs: where the results hold its column
+            // (they follow the description's order).
+            let position: Int
             let requested: InferRequestView.Output?
             if named {
                 requested = request.outputs[k]
-                guard let m = mappings.first(where: { $0.name == requested!.name }) else {
+                guard let m = mappings.firstIndex(where: { $0.name == requested!.name }) else {
                     throw bad("model '\(model.name)' has no output named '\(requested!.name)' (outputs: \(mappings.map(\.name).joined(separator: ", ")))")
                 }
-                mapping = m
+                position = m
             } else {
-                mapping = mappings[k]
+                position = k
                 requested = nil
             }
+            let mapping = mappings[position]
             let start = raw.count
-            var tensor = try encode(mapping, results, classification: requested.flatMap { parameterInt($0.parameters, "classification") }, into: &raw)
+            var tensor = try encode(mapping, results, hint: position, classification: requested.flatMap { parameterInt($0.parameters, "classification") },
+                                    into: &raw)
             tensor.bytes = start..<raw.count
             if let requested, let region = parameterString(requested.parameters, "shared_memory_region") {
                 let count = raw.count - start
@@ -380,14 +383,15 @@ final class InferenceRun {
 
     /// Appends one output's bytes for every row to `data`, from its column (an `.arrays`
     /// column in one copy, scalars straight from their lists); returns its description.
-    private func encode(_ mapping: TensorMapping, _ results: MLFeatureColumns, classification: Int?, into data: inout [UInt8]) throws -> OutputTensor {
+    private func encode(_ mapping: TensorMapping, _ results: MLFeatureColumns, hint: Int, classification: Int?,
+                        into data: inout [UInt8]) throws -> OutputTensor {
         var tensor = OutputTensor(mapping: mapping, datatype: mapping.datatype, shape: [], bytes: 0..<0)
         let rows = results.count
-        guard let column = results.column(mapping.name) else {
+        guard let column = results.column(mapping.name, hint: hint) else {
             throw ServeStatus(.internal, "the model produced no value for output '\(mapping.name)'")
         }
         func value(_ r: Int) throws -> MLFeatureValue {
-            guard let v = results.value(mapping.name, row: r), !v.isUndefined else {
+            guard let v = results.value(of: column, row: r), !v.isUndefined else {
                 throw ServeStatus(.internal, "the model produced no value for output '\(mapping.name)'")
             }
             return v
@@ -515,6 +519,26 @@ final class InferenceRun {
         case .int64s(let l): return String(l[i])
         }
     }
+}
+
+/// The model inputs a request gave, by position: bits of one word for up to 64 inputs (no list
+/// to allocate per request), a set beyond.
+struct GivenInputs {
+    private var bits: UInt64 = 0
+    private var more: Set<Int> = []
+
+    /// Marks input `i`; false when it was marked already.
+    mutating func insert(_ i: Int) -> Bool {
+        if i < 64 {
+            let bit = UInt64(1) << UInt64(i)
+            if bits & bit != 0 { return false }
+            bits |= bit
+            return true
+        }
+        return more.insert(i).inserted
+    }
+
+    func contains(_ i: Int) -> Bool { i < 64 ? bits & (UInt64(1) << UInt64(i)) != 0 : more.contains(i) }
 }
 
 /// Pins a `Data`'s bytes for the length of a request.

@@ -39,6 +39,10 @@ final class TensorMapping: @unchecked Sendable {
     /// one-row tensor ([1] + dims): made once, shared by every request that has them.
     private(set) var fixedRowShape: [Int] = []
     private var oneRowShape: [Int64] = []
+    /// A one-row array's shape ([1] + `fixedRowShape`) and row-major strides, made once (empty
+    /// when a dimension is flexible): most requests are one row.
+    private(set) var oneRowArrayShape: [Int] = []
+    private(set) var oneRowArrayStrides: [Int] = []
 
     var name: String { feature.name }
 
@@ -91,8 +95,22 @@ final class TensorMapping: @unchecked Sendable {
         w.string(1, feature.name)
         w.string(2, datatype)
         descriptionFields = w.bytes
-        if dims.allSatisfy({ $0 >= 0 }) { fixedRowShape = dims.map { Int($0) } }
+        if dims.allSatisfy({ $0 >= 0 }) {
+            fixedRowShape = dims.map { Int($0) }
+            oneRowArrayShape = [1] + fixedRowShape
+            oneRowArrayStrides = MLMultiArray.rowMajorStrides(oneRowArrayShape)
+        }
         oneRowShape = [1] + dims
+    }
+
+    /// The shape and strides of an input array of `rows` rows of `rowShape` (the one-row ones
+    /// made at load when they fit).
+    func arrayLayout(rows: Int, rowShape: [Int]) -> (shape: [Int], strides: [Int]) {
+        if rows == 1 && !oneRowArrayShape.isEmpty && rowShape.elementsEqual(fixedRowShape) {
+            return (oneRowArrayShape, oneRowArrayStrides)
+        }
+        let shape = [rows] + rowShape
+        return (shape, MLMultiArray.rowMajorStrides(shape))
     }
 
     /// An output's tensor shape for `rows` rows: [rows] + dims (scalars, strings, JSON and

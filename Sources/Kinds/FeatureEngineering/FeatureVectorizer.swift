@@ -184,7 +184,7 @@ extension MLCompiledFeatureVectorizer: MLColumnarPredicting {
             array.write(contiguous: UnsafeBufferPointer(start: y, count: n * length))
             return array
         }
-        let out = MLFeatureColumns(count: n, owners: [batch])
+        let out = MLFeatureColumns(count: n, owner: batch)
         out.set(output.name, .arrays(result))
         return out
     }

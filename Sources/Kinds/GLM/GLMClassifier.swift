@@ -160,9 +160,7 @@ final class GLMClassifierModel: MLCompiledModel, MLDenseFeaturePredicting, MLCol
     func outputFeatures(dense row: UnsafePointer<Double>) throws -> MLFeatureProvider { features(row) }
 
     func outputColumns(dense rows: UnsafePointer<Double>, count: Int, options: MLPredictionOptions) throws -> MLFeatureColumns {
-        let columns = MLFeatureColumns(count: count)
-        outputs.setColumns(labels: labels, scores: rows, count: count, in: columns)
-        return columns
+        outputs.columns(labels: labels, scores: rows, count: count)
     }
 
     func predict(rows: UnsafePointer<Double>, count: Int, into output: UnsafeMutablePointer<Double>) {

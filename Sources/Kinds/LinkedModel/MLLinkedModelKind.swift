@@ -109,7 +109,7 @@ extension MLCompiledLinkedModel: MLColumnarPredicting {
     func predictions(columns: MLFeatureColumns, options: MLPredictionOptions) throws -> MLFeatureColumns {
         let out = try linked.predictions(fromColumns: columns, options: options)
         guard let keptOutputs else { return out }
-        let kept = MLFeatureColumns(count: out.count, owners: [out])
+        let kept = MLFeatureColumns(count: out.count, owner: out)
         for name in out.names where keptOutputs.contains(name) { kept.set(name, out.column(name)!) }
         return kept
     }

@@ -260,7 +260,7 @@ final class OutputColumns: @unchecked Sendable {
 
     /// The finished columns.
     func columns(network: NNCompiledNetwork) throws -> MLFeatureColumns {
-        let out = MLFeatureColumns(count: rows)
+        let out = MLFeatureColumns(count: rows, capacity: network.outputs.count + (network.classifier == nil ? 0 : 2))
         for (index, output) in network.outputs.enumerated() {
             switch output.kind {
             case .array: out.set(output.name, .arrays(arrays[index]!))

@@ -39,7 +39,7 @@ extension MLCompiledPipeline: MLColumnarPredicting {
             }
             features.owners.append(out)
         }
-        let result = MLFeatureColumns(count: n, owners: [features])
+        let result = MLFeatureColumns(count: n, owner: features)
         for (name, source) in plan.outputs {
             switch source {
             case .input:

@@ -113,9 +113,7 @@ final class TreeEnsembleClassifierModel: MLCompiledModel, MLDenseFeaturePredicti
     func outputFeatures(dense row: UnsafePointer<Double>) throws -> MLFeatureProvider { features(row) }
 
     func outputColumns(dense rows: UnsafePointer<Double>, count: Int, options: MLPredictionOptions) throws -> MLFeatureColumns {
-        let columns = MLFeatureColumns(count: count)
-        outputs.setColumns(labels: labels, scores: rows, count: count, in: columns)
-        return columns
+        outputs.columns(labels: labels, scores: rows, count: count)
     }
 
     func prediction(from input: MLFeatureProvider, options: MLPredictionOptions) throws -> MLFeatureProvider {
