@@ -161,7 +161,11 @@ def cpu_model():
 def kernel_path():
     """The kernel path Cortado picks here (as cg_isa in Sources/CGemm/cg_isa.c decides it): the
     widest of avx512 (AVX-512F+VL and FMA), avx2 (AVX2+FMA) and portable the CPU's flags allow,
-    or the narrower one CORTADO_ISA names. `cortado report --json` says it too ("kernelPath")."""
+    or the narrower one CORTADO_ISA names; on aarch64 neon, or portable when CORTADO_ISA asks for
+    it. `cortado report --json` says it too ("kernelPath")."""
+    want = os.environ.get("CORTADO_ISA", "").lower()
+    if platform.machine() in ("aarch64", "arm64"):
+        return "portable" if want == "portable" else "neon"
     order = ["portable", "avx2", "avx512"]
     best = "portable"
     try:
@@ -172,7 +176,6 @@ def kernel_path():
                 break
     except OSError:
         pass
-    want = os.environ.get("CORTADO_ISA", "").lower()
     return order[min(order.index(want), order.index(best))] if want in order else best
 
 

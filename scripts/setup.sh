@@ -24,9 +24,10 @@ apt_install() {
 # on the REST port (the Open Inference Protocol over HTTP); OpenSSL 3 carries TLS (and its command line makes the test
 # certificates in Tests/Server/test_tls_auth.py). systemd brings systemd-analyze, which checks deploy/systemd's unit (no
 # systemd needs to run), and curl is that unit's readiness check (Tests/Deploy) and a REST peer in Tests/Server.
-# gcc-aarch64-linux-gnu cross-compiles the C kernels and the plugin ABI for aarch64 (Tests/NeuralNetwork/test_isa_paths.py, compile only).
+# gcc-aarch64-linux-gnu cross-compiles the C kernels and the plugin ABI for aarch64 (Tests/NeuralNetwork/test_isa_paths.py), and
+# qemu-user runs the cross-compiled NEON kernels against the portable ones (Tests/NeuralNetwork/test_neon_kernels.py).
 debs=(protobuf-compiler libuv1-dev libnghttp2-dev pkg-config libopenblas-dev libpng-dev libjpeg62-turbo-dev libjemalloc-dev
-      libhttp-parser-dev libssl-dev openssl systemd curl gcc-aarch64-linux-gnu)
+      libhttp-parser-dev libssl-dev openssl systemd curl gcc-aarch64-linux-gnu qemu-user)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi

@@ -2,8 +2,9 @@
 // (cortado_gemm.c, cortado_direct.c, cortado_pool.c) call through. Not a public header.
 //
 // Each path lives in its own file: cg_avx512.c and cg_avx2.c (x86-64 only, every function
-// compiled with __attribute__((target(...))), so nothing depends on global compiler flags)
-// and cg_portable.c (plain C, any CPU). cg_isa.c picks the table once.
+// compiled with __attribute__((target(...))), so nothing depends on global compiler flags),
+// cg_neon.c (aarch64 only; Advanced SIMD is baseline there, no attribute needed) and
+// cg_portable.c (plain C, any CPU). cg_isa.c picks the table once.
 #ifndef CG_KERNELS_H
 #define CG_KERNELS_H
 
@@ -65,6 +66,9 @@ void cg_plain_max_pool_row(const float *r0, const float *r1, float *out, long co
 #if defined(__x86_64__)
 extern const cg_kernels cg_kernels_avx2;
 extern const cg_kernels cg_kernels_avx512;
+#endif
+#if defined(__aarch64__)
+extern const cg_kernels cg_kernels_neon;
 #endif
 
 static inline long cg_round_up(long v, long r) { return (v + r - 1) / r * r; }

@@ -34,7 +34,7 @@ func runGemm(_ args: [String]) {
         i += 1
     }
     guard positional.count == 1, let n = Int(positional[0]), n >= 1 else { fail("expected N\n\n\(gemmUsage)") }
-    guard cg_available() != 0 else { fail("the kernel path is portable (no AVX2+FMA, or CORTADO_ISA=portable): Cortado's GEMM does not run here") }
+    guard cg_available() != 0 else { fail("the kernel path is portable (no AVX2+FMA or NEON, or CORTADO_ISA=portable): Cortado's GEMM does not run here") }
     var state: UInt64 = 7
     func value() -> Float {
         state = state &* 6364136223846793005 &+ 1442695040888963407

@@ -84,7 +84,7 @@ struct Inspect: ParsableCommand {
             }
             for line in loaded.compiled.summary { print("  \(line)") }
             print("Runs:          yes")
-            print("Kernel path:   \(KernelPath.summary) (CORTADO_ISA=avx512|avx2|portable forces a narrower one)")
+            print("Kernel path:   \(KernelPath.summary) (CORTADO_ISA=avx512|avx2|neon|portable forces a narrower one)")
             if spec.isUpdatable { printUpdatable(loaded) }
         } catch {
             print("Runs:          no — \(error)")

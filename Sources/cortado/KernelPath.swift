@@ -2,8 +2,8 @@ import CCortadoGemm
 import Foundation
 
 /// The kernel path the neural-network kinds run on (`cg_isa()`: the widest of avx512, avx2
-/// and portable this CPU has, or the narrower one `CORTADO_ISA` asks for) and the CPU's model,
-/// which `report` and `inspect` print so that figures are quoted with both.
+/// and portable this CPU has, neon on aarch64, or the narrower one `CORTADO_ISA` asks for)
+/// and the CPU's model, which `report` and `inspect` print so that figures are quoted with both.
 enum KernelPath {
     static var name: String { String(cString: cg_isa_name(cg_isa())) }
 

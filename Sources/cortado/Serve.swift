@@ -41,9 +41,10 @@ struct Serve: ParsableCommand {
         with the search path "shared"); a file linked by several models is loaded once and \
         shared. SIGTERM or SIGINT drains: calls in flight finish, then exit 0.
 
-        Kernels: neural networks run on the widest kernel path the CPU has (avx512, avx2, \
-        portable); the environment variable CORTADO_ISA=avx512|avx2|portable forces a narrower \
-        one (`cortado report` and `inspect` print the path in use).
+        Kernels: neural networks run on the widest kernel path the CPU has (x86-64: avx512, \
+        avx2, portable; aarch64: neon, portable); the environment variable \
+        CORTADO_ISA=avx512|avx2|neon|portable forces a narrower one (`cortado report` and \
+        `inspect` print the path in use).
 
         Config file (JSON; flags win): {"host", "port", "httpPort", "metricsPort", "workers", "maxQueue", \
         "maxConcurrency", "maxMessageSize", "drainTimeout", \

@@ -4,7 +4,7 @@
 /*
  * Cortado's single-precision GEMM for the neural-network kernels: row-major
  * C[m×n] = A[m×k]·B[k×n] (+ C), cache-blocked, with micro-kernels per instruction set
- * (AVX-512F, AVX2+FMA, plain C) chosen once at run time (cg_isa below).
+ * (AVX-512F, AVX2+FMA, NEON, plain C) chosen once at run time (cg_isa below).
  *
  * Operands are packed into panels: A into row panels of CG_MR rows, B into column panels
  * of CG_NR columns, both cut along k into ceil(k / CG_KC) blocks of near-equal size (block b
@@ -29,19 +29,22 @@ extern "C" {
 
 enum { CG_MR = 12, CG_NR = 32, CG_KC = 256 };
 
-/* The kernel paths, narrowest first. */
-typedef enum { CG_ISA_PORTABLE = 0, CG_ISA_AVX2 = 1, CG_ISA_AVX512 = 2 } cg_isa_path;
+/* The kernel paths. On x86-64 narrowest first (portable, avx2, avx512); on aarch64 the
+ * paths are portable and neon (numbered after the x86 ones, so their values never change). */
+typedef enum { CG_ISA_PORTABLE = 0, CG_ISA_AVX2 = 1, CG_ISA_AVX512 = 2, CG_ISA_NEON = 3 } cg_isa_path;
 
-/* The path in use: the widest this CPU runs (AVX-512F+VL, else AVX2+FMA, else plain C), or a
- * narrower one that the environment variable CORTADO_ISA (avx512, avx2 or portable) asks for,
- * read once; never a wider one than the CPU has. */
+/* The path in use: the widest this CPU runs (x86-64: AVX-512F+VL, else AVX2+FMA, else plain C;
+ * aarch64: NEON), or a narrower one that the environment variable CORTADO_ISA (avx512, avx2,
+ * neon or portable) asks for, read once; never a wider one than the CPU has, and never one of
+ * another architecture (such a request gets the widest path, said once on stderr). */
 cg_isa_path cg_isa(void);
 /* The widest path this CPU runs. */
 cg_isa_path cg_isa_best(void);
-/* "avx512", "avx2" or "portable" (the names CORTADO_ISA takes). */
+/* "avx512", "avx2", "neon" or "portable" (the names CORTADO_ISA takes). */
 const char *cg_isa_name(cg_isa_path isa);
-/* Switches the path for calls made from now on (tests run each path this way), clamped to
- * cg_isa_best(); returns the path now in use. Not for use while kernels run on other threads. */
+/* Switches the path for calls made from now on (tests run each path this way): a path this
+ * CPU runs is taken as asked, any other gives cg_isa_best() (one below portable gives
+ * portable); returns the path now in use. Not for use while kernels run on other threads. */
 cg_isa_path cg_set_isa(cg_isa_path isa);
 
 /* 1 when the path in use has vector kernels (not portable): callers then prefer these kernels
