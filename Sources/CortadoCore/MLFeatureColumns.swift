@@ -74,6 +74,13 @@ public final class MLFeatureColumns: MLBatchProvider, @unchecked Sendable {
         entries.append(Entry(name: name, column: column))
     }
 
+    /// Appends the column of a feature the batch does not hold yet, without looking for the name
+    /// first (a caller that knows its names are distinct: a request's inputs, each checked once;
+    /// with many features, `set`'s scan makes a batch quadratic in their count).
+    public func add(_ name: String, _ column: MLFeatureColumn) {
+        entries.append(Entry(name: name, column: column))
+    }
+
     public func column(_ name: String) -> MLFeatureColumn? {
         // Few features: a scan beats hashing the name.
         for i in entries.indices where entries[i].name == name { return entries[i].column }

@@ -54,18 +54,21 @@ final class InferenceRun {
         var out: MLFeatureColumns?
         // Which model inputs the request gave, by position in `mappings`.
         var given = GivenInputs()
-        // By index, each tensor borrowed in place (a copy would retain each of its fields); each
-        // becomes its column as soon as it is read and checked.
-        for index in request.inputs.indices {
-            let (column, rows) = try column(request.inputs[index], raw: useRaw ? UnsafeRawBufferPointer(rebasing: storage[request.raw[index]]) : nil,
-                                            mappings: mappings, hint: index, given: &given)
-            if let out {
-                guard rows == out.count else { throw bad("input '\(column.mapping.name)' has \(rows) rows but an earlier input has \(out.count)") }
-            } else {
-                try checkBatch(rows)
-                out = MLFeatureColumns(count: rows, owner: self, capacity: request.inputs.count)
+        // Each tensor borrowed where it lies (through the list's buffer: a copy would retain each
+        // of its fields, per input); each becomes its column as soon as it is read and checked.
+        try request.inputs.withUnsafeBufferPointer { inputs in
+            for index in inputs.indices {
+                let (column, rows) = try column(inputs[index], raw: useRaw ? UnsafeRawBufferPointer(rebasing: storage[request.raw[index]]) : nil,
+                                                mappings: mappings, hint: index, given: &given)
+                if let out {
+                    guard rows == out.count else { throw bad("input '\(column.mapping.name)' has \(rows) rows but an earlier input has \(out.count)") }
+                } else {
+                    try checkBatch(rows)
+                    out = MLFeatureColumns(count: rows, owner: self, capacity: request.inputs.count)
+                }
+                // Each model input is given once (`given`), so its name is new to the batch.
+                out!.add(column.mapping.name, try self.column(column, rows: rows))
             }
-            out!.set(column.mapping.name, try self.column(column, rows: rows))
         }
         for (m, mapping) in mappings.enumerated() where !given.contains(m) && !mapping.feature.isOptional {
             throw bad("model '\(model.name)': required input '\(mapping.name)' is missing (expected \(mapping.datatype) \([-1] + mapping.dims))")
