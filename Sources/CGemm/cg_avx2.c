@@ -4,7 +4,9 @@
 // The packed layout is the AVX-512 path's (row panels of CG_MR = 12, column panels of
 // CG_NR = 32): 16 ymm registers hold a 6 × 16 tile (12 accumulators, two vectors of B, one
 // broadcast of A), so a 12 × 32 tile of the panels is covered by four of them, the two row
-// halves of one column half in turn so that its 16 columns of B are reused from L1.
+// halves of one column half in turn so that its 16 columns of B are reused from L1. As on the
+// AVX-512 path, the full row panels of a row-major A (rows in different L1 sets) or of rows
+// given as pointers are read in place rather than packed per call.
 #include "cg_kernels.h"
 
 #if defined(__x86_64__)
@@ -39,7 +41,8 @@ CV_TARGET static inline __m256 cv_epi(__m256 v, __m256 s, __m256 t, const cg_epi
 
 #define CV_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define CV_DECL(i) __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = _mm256_setzero_ps();
-#define CV_FMA(i) { __m256 ai = _mm256_broadcast_ss(a + i); \
+// CV_A(i) points at row i's value at the current k (each kernel defines it for its form of A).
+#define CV_FMA(i) { __m256 ai = _mm256_broadcast_ss(CV_A(i)); \
     c##i##0 = _mm256_fmadd_ps(ai, b0, c##i##0); c##i##1 = _mm256_fmadd_ps(ai, b1, c##i##1); }
 // Per-row scale and shift of row i (when the channels run along the rows).
 #define CV_EPI_ROW(i) if (!e->per_column) { \
@@ -65,6 +68,7 @@ CV_TARGET static inline __m256 cv_epi(__m256 v, __m256 s, __m256 t, const cg_epi
 
 // mr ≤ 6 rows × nr ≤ 16 columns: A's rows are a[0..5] of each CG_MR-float step of a packed
 // panel, B's columns b[0..15] of each CG_NR-float step.
+#define CV_A(i) (a + i)
 CV_TARGET static void cv_kernel(long kc, const float *restrict a, const float *restrict b, float *restrict c, long ldc, int add,
                                 long mr, long nr, const cg_epilogue *e, long row, long col) {
     CV_ROWS6(CV_DECL)
@@ -89,6 +93,40 @@ CV_TARGET static void cv_kernel_in_place(long kc, const float *restrict a, const
     }
     CV_FINISH
 }
+#undef CV_A
+
+// Six rows of a row-major A read in place, lda floats apart (a full row panel of an unpacked A
+// is not packed first): rows 0–2 from one base and 3–5 from another, each plus 0, 1 or 2 row
+// strides, so one index register and two bases address them all.
+#define CV_A(i) (i < 3 ? a0 + (i % 3) * lda : a3 + (i % 3) * lda)
+CV_TARGET static void cv_kernel_a_rows(long kc, const float *restrict a, long lda, const float *restrict b, float *restrict c,
+                                       long ldc, int add, long mr, long nr, const cg_epilogue *e, long row, long col) {
+    CV_ROWS6(CV_DECL)
+    const float *a0 = a, *a3 = a + 3 * lda;
+    CV_UNROLL_K
+    for (long p = 0; p < kc; p++, a0++, a3++, b += CG_NR) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        CV_ROWS6(CV_FMA)
+    }
+    CV_FINISH
+}
+#undef CV_A
+
+// Six rows of A given as pointers (a batch's separate requests), read in place from index p0.
+#define CV_A(i) (r##i + p)
+CV_TARGET static void cv_kernel_a_ptrs(long kc, const float *const *a, long p0, const float *restrict b, float *restrict c,
+                                       long ldc, int add, long mr, long nr, const cg_epilogue *e, long row, long col) {
+    CV_ROWS6(CV_DECL)
+    const float *restrict r0 = a[0] + p0, *restrict r1 = a[1] + p0, *restrict r2 = a[2] + p0, *restrict r3 = a[3] + p0,
+                          *restrict r4 = a[4] + p0, *restrict r5 = a[5] + p0;
+    CV_UNROLL_K
+    for (long p = 0; p < kc; p++, b += CG_NR) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        CV_ROWS6(CV_FMA)
+    }
+    CV_FINISH
+}
+#undef CV_A
 
 static void cv_tile(long kc, const float *a, const float *b, float *c, long ldc, int add, long mr, long nr, const cg_epilogue *e,
                     long row, long col) {
@@ -105,6 +143,28 @@ static void cv_tile_in_place(long kc, const float *a, const float *base, const l
         for (long i = 0; i < mr; i += 6) {
             cv_kernel_in_place(kc, a + i, base + j, off, c + i * ldc + j, ldc, add, cg_min(6, mr - i), cg_min(16, nr - j), e,
                                row + i, col + j);
+        }
+    }
+}
+
+// A full row panel of A (CG_MR rows) read in place: rows lda floats apart from a, or the row
+// pointers a[0 ..< CG_MR] from index p0; the same four 6 × 16 pieces as cv_tile.
+static void cv_tile_a_rows(long kc, const float *a, long lda, const float *b, float *c, long ldc, int add, long mr, long nr,
+                           const cg_epilogue *e, long row, long col) {
+    for (long j = 0; j < nr; j += 16) {
+        for (long i = 0; i < mr; i += 6) {
+            cv_kernel_a_rows(kc, a + i * lda, lda, b + j, c + i * ldc + j, ldc, add, cg_min(6, mr - i), cg_min(16, nr - j), e, row + i,
+                             col + j);
+        }
+    }
+}
+
+static void cv_tile_a_ptrs(long kc, const float *const *a, long p0, const float *b, float *c, long ldc, int add, long mr, long nr,
+                           const cg_epilogue *e, long row, long col) {
+    for (long j = 0; j < nr; j += 16) {
+        for (long i = 0; i < mr; i += 6) {
+            cv_kernel_a_ptrs(kc, a + i, p0, b + j, c + i * ldc + j, ldc, add, cg_min(6, mr - i), cg_min(16, nr - j), e, row + i,
+                             col + j);
         }
     }
 }
@@ -233,8 +293,8 @@ CG_DEPTHWISE_PLANE(cv_depthwise_plane, CV_TARGET)
 const cg_kernels cg_kernels_avx2 = {
     .tile = cv_tile,
     .tile_in_place = cv_tile_in_place,
-    .tile_a_rows = 0,
-    .tile_a_ptrs = 0,
+    .tile_a_rows = cv_tile_a_rows,
+    .tile_a_ptrs = cv_tile_a_ptrs,
     .pack_a_panel = cg_plain_pack_a_panel,
     .gemv = cv_gemv,
     .direct_blocks = 1,

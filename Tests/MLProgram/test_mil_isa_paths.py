@@ -60,17 +60,33 @@ def test_depthwise_conv_relu(case, isa, tmp_path, monkeypatch):
     assert_close(got, ref, rtol=1e-4, atol=1e-4, what=f"{case} on {isa}")
 
 
+LINEAR = {
+    # name: (rows, inputs, outputs, bias, relu). The bias and the ReLU are the GEMM's epilogue;
+    # 4 rows × 600 outputs split over the workers by columns (the bias from each share's first).
+    "rows37_relu": (37, 300, 70, True, True),
+    "rows4_wide_relu": (4, 300, 600, True, True),
+    "rows13_no_bias_relu": (13, 520, 45, False, True),
+    "rows25_bias_only": (25, 33, 50, True, False),
+}
+
+
 @pytest.mark.parametrize("isa", ["default"] + ISAS)
-def test_linear_relu_on_path(isa, tmp_path, monkeypatch):
+@pytest.mark.parametrize("case", sorted(LINEAR))
+def test_linear_relu_on_path(case, isa, tmp_path, monkeypatch):
     use_isa(monkeypatch, isa)
+    rows, din, dout, with_bias, relu = LINEAR[case]
     r = rng(22)
-    w = (r.standard_normal((70, 300)) / np.sqrt(300)).astype(np.float32)
-    b = r.standard_normal(70).astype(np.float32)
+    w = (r.standard_normal((dout, din)) / np.sqrt(din)).astype(np.float32)
+    b = r.standard_normal(dout).astype(np.float32)
 
-    @mb.program(input_specs=[mb.TensorSpec(shape=(37, 300))], opset_version=ct.target.iOS16)
+    @mb.program(input_specs=[mb.TensorSpec(shape=(rows, din))], opset_version=ct.target.iOS16)
     def prog(x):
-        return mb.relu(x=mb.linear(x=x, weight=w, bias=b))
+        y = mb.linear(x=x, weight=w, bias=b) if with_bias else mb.linear(x=x, weight=w)
+        return mb.relu(x=y) if relu else y
 
-    x = r.standard_normal((37, 300)).astype(np.float32)
+    x = r.standard_normal((rows, din)).astype(np.float32)
+    ref = x.astype(np.float64) @ w.T.astype(np.float64) + (b if with_bias else 0)
+    if relu:
+        ref = np.maximum(ref, 0)
     got = only(spatial.run_program(prog, {"x": x}, tmp_path))
-    assert_close(got, np.maximum(x.astype(np.float64) @ w.T + b, 0), rtol=1e-4, atol=1e-4, what=isa)
+    assert_close(got, ref, rtol=1e-4, atol=1e-4, what=f"{case} on {isa}")

@@ -14,15 +14,21 @@ enum MILLinearAlgebraOps {
             let dout = w.shape[0], din = w.shape[1]
             let rows = x.count / max(din, 1)
             var out = [Float](repeating: 0, count: rows * dout)
-            if let b = try call.optionalTensor("bias") {
-                let bv = b.floats
-                guard bv.count == dout else { throw call.error("bias has \(bv.count) values for \(dout) outputs") }
-                for r in 0..<rows { for j in 0..<dout { out[r * dout + j] = bv[j] } }
-            }
+            let bias = try call.optionalTensor("bias")?.floats ?? []
+            guard bias.isEmpty || bias.count == dout else { throw call.error("bias has \(bias.count) values for \(dout) outputs") }
+            // The bias and a fused ReLU (`MILFusion`) are the GEMM's epilogue, applied to each
+            // tile while it is in cache.
+            let relu = try call.string(MILFusion.activationInput, default: "") == "relu"
             let xv = x.floats, wv = w.floats
-            gemm(rows, dout, din, xv, transA: false, wv, transB: true, &out, beta: 1, threads: call.threads)
-            if try call.string(MILFusion.activationInput, default: "") == "relu" {
-                for i in out.indices { out[i] = Swift.max(out[i], 0) }
+            xv.withUnsafeBufferPointer { xp in
+                wv.withUnsafeBufferPointer { wp in
+                    bias.withUnsafeBufferPointer { bp in
+                        out.withUnsafeMutableBufferPointer { op in
+                            gemmPointers(rows, dout, din, xp.baseAddress!, transA: false, wp.baseAddress!, transB: true, op.baseAddress!,
+                                         beta: 0, threads: call.threads, bias: bias.isEmpty ? nil : bp.baseAddress, relu: relu)
+                        }
+                    }
+                }
             }
             return [.tensor(MILTensor(floats: out, shape: Array(x.shape.dropLast()) + [dout], dataType: x.dataType))]
         },
@@ -85,21 +91,24 @@ enum MILLinearAlgebraOps {
     /// Below this many multiply-adds a product runs on the calling thread alone.
     static let splitWork = 1 << 18
 
+    /// `bias` (n values, one per column) is added and `relu` applied after the product.
     static func gemmPointers(_ m: Int, _ n: Int, _ k: Int, _ a: UnsafePointer<Float>, transA: Bool, _ b: UnsafePointer<Float>,
-                             transB: Bool, _ c: UnsafeMutablePointer<Float>, beta: Float, threads: Int = 1) {
+                             transB: Bool, _ c: UnsafeMutablePointer<Float>, beta: Float, threads: Int = 1,
+                             bias: UnsafePointer<Float>? = nil, relu: Bool = false) {
         guard m > 0, n > 0 else { return }
         guard k > 0 else {
             if beta == 0 { c.update(repeating: 0, count: m * n) }
+            finish(c, m: m, n: n, ldc: n, bias: bias, relu: relu)
             return
         }
         _ = singleThreadedBLAS
         let lda = Int32(transA ? m : k), ldb = Int32(transB ? k : n)
         let workers = Swift.min(threads, m * n * k / splitWork, Swift.max(m, n))
         if workers <= 1 {
-            product(m, n, k, a, transA: transA, b, transB: transB, c, ldc: n, beta: beta)
+            product(m, n, k, a, transA: transA, b, transB: transB, c, ldc: n, beta: beta, bias: bias, relu: relu)
             return
         }
-        let pointers = GemmPointers(a: a, b: b, c: c)
+        let pointers = GemmPointers(a: a, b: b, c: c, bias: bias)
         if m >= n || m >= workers * 8 {
             // Rows of C (and of A) per worker.
             let per = (m + workers - 1) / workers
@@ -108,7 +117,7 @@ enum MILLinearAlgebraOps {
                 guard rows > 0 else { return }
                 let aPart = transA ? pointers.a + m0 : pointers.a + m0 * k
                 product(rows, n, k, aPart, transA: transA, pointers.b, transB: transB, pointers.c + m0 * n, ldc: n, beta: beta,
-                        lda: Int(lda))
+                        lda: Int(lda), bias: pointers.bias, relu: relu)
             }
         } else {
             // Columns of C (and of B) per worker.
@@ -118,7 +127,7 @@ enum MILLinearAlgebraOps {
                 guard cols > 0 else { return }
                 let bPart = transB ? pointers.b + n0 * k : pointers.b + n0
                 product(m, cols, k, pointers.a, transA: transA, bPart, transB: transB, pointers.c + n0, ldc: n, beta: beta,
-                        ldb: Int(ldb))
+                        ldb: Int(ldb), bias: pointers.bias.map { $0 + n0 }, relu: relu)
             }
         }
     }
@@ -133,12 +142,15 @@ extension MILLinearAlgebraOps {
 
     /// C[m×n] (row stride ldc) = A·B + beta·C on the calling thread. `lda`/`ldb` default to
     /// the packed row-major strides of A (m×k, or k×m when transposed) and B.
+    /// `bias` (n values) and `relu` as in `gemmPointers`: on Cortado's GEMM, its epilogue.
     static func product(_ m: Int, _ n: Int, _ k: Int, _ a: UnsafePointer<Float>, transA: Bool, _ b: UnsafePointer<Float>, transB: Bool,
-                        _ c: UnsafeMutablePointer<Float>, ldc: Int, beta: Float, lda: Int? = nil, ldb: Int? = nil) {
+                        _ c: UnsafeMutablePointer<Float>, ldc: Int, beta: Float, lda: Int? = nil, ldb: Int? = nil,
+                        bias: UnsafePointer<Float>? = nil, relu: Bool = false) {
         let lda = lda ?? (transA ? m : k), ldb = ldb ?? (transB ? k : n)
         guard ownGEMM else {
             cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
                         Int32(m), Int32(n), Int32(k), 1, a, Int32(lda), b, Int32(ldb), beta, c, Int32(ldc))
+            finish(c, m: m, n: n, ldc: ldc, bias: bias, relu: relu)
             return
         }
         if beta != 0 && beta != 1 {
@@ -148,7 +160,22 @@ extension MILLinearAlgebraOps {
         defer { workspace.deallocate() }
         let aOp = cg_operand(data: a, ld: lda, form: transA ? CG_TRANSPOSED : CG_ROW_MAJOR, width: 0, panel: 0)
         let bOp = cg_operand(data: b, ld: ldb, form: transB ? CG_TRANSPOSED : CG_ROW_MAJOR, width: 0, panel: 0)
-        cg_gemm(m, n, k, aOp, bOp, c, ldc, beta == 0 ? 0 : 1, workspace, nil)
+        guard bias != nil || relu else {
+            cg_gemm(m, n, k, aOp, bOp, c, ldc, beta == 0 ? 0 : 1, workspace, nil)
+            return
+        }
+        var e = cg_epilogue(scale: nil, shift: bias, per_column: 1, activation: relu ? CG_ACT_RELU : CG_ACT_NONE, alpha: 0, residual: nil)
+        cg_gemm(m, n, k, aOp, bOp, c, ldc, beta == 0 ? 0 : 1, workspace, &e)
+    }
+
+    /// `bias` added to each row of C and `relu` applied, as a pass of its own (OpenBLAS's path).
+    static func finish(_ c: UnsafeMutablePointer<Float>, m: Int, n: Int, ldc: Int, bias: UnsafePointer<Float>?, relu: Bool) {
+        guard bias != nil || relu else { return }
+        for r in 0..<m {
+            let row = c + r * ldc
+            if let bias { for j in 0..<n { row[j] += bias[j] } }
+            if relu { for j in 0..<n { row[j] = Swift.max(row[j], 0) } }
+        }
     }
 }
 
@@ -157,4 +184,5 @@ private struct GemmPointers: @unchecked Sendable {
     let a: UnsafePointer<Float>
     let b: UnsafePointer<Float>
     let c: UnsafeMutablePointer<Float>
+    let bias: UnsafePointer<Float>?
 }
