@@ -88,8 +88,17 @@ extension RESTInferReader {
             TensorBytes.append(Array(try string().utf8), to: &view.storage)
             return
         }
-        if kind == .bool, c == UInt8(ascii: "t") || c == UInt8(ascii: "f") {
-            put(UInt8(try boolean() ? 1 : 0))
+        if c == UInt8(ascii: "t") || c == UInt8(ascii: "f") {
+            // true and false are 1 and 0 in any numeric tensor (as NumPy and the reading
+            // this one replaced take them).
+            let one = try boolean()
+            switch kind {
+            case .fp64: put((one ? 1.0 : 0.0).bitPattern.littleEndian)
+            case .fp32: put(Float(one ? 1 : 0).bitPattern.littleEndian)
+            case .fp16: put(Float16(one ? 1 : 0).bitPattern.littleEndian)
+            case .int(let bits, _): putInteger(one ? 1 : 0, bits: bits)
+            case .bool, .bytes: put(UInt8(one ? 1 : 0))
+            }
             return
         }
         guard isNumberStart(c) else {
@@ -102,7 +111,7 @@ extension RESTInferReader {
         case .fp64: put(try double(range).bitPattern.littleEndian)
         case .fp32: put(Float(try double(range)).bitPattern.littleEndian)
         case .fp16: put(Float16(Float(try double(range))).bitPattern.littleEndian)
-        case .bool: put(UInt8(try double(range) != 0 ? 1 : 0))
+        case .bool: put(UInt8(try truth(range) ? 1 : 0))
         case .bytes: break
         case .int(let bits, let signed):
             try putInteger(range, integral: integral, bits: bits, signed: signed, name: name)
@@ -136,6 +145,10 @@ extension RESTInferReader {
             fits = i >= 0 && (bits == 64 || i < Int64(1) << bits)
         }
         guard fits else { throw Self.bad("input '\(name)': \(text(range)) is out of range for \(datatype)") }
+        putInteger(i, bits: bits)
+    }
+
+    mutating func putInteger(_ i: Int64, bits: Int) {
         switch bits {
         case 64: put(i.littleEndian)
         case 32: put(UInt32(truncatingIfNeeded: i).littleEndian)

@@ -443,7 +443,7 @@ struct RESTInferReader {
         case let c where isNumberStart(c):
             let (range, integral) = try scanNumber()
             if key == "binary_data" {
-                parameter.boolParam = try double(range) != 0
+                parameter.boolParam = try truth(range)
             } else if let i = try integer(range, integral: integral) {
                 parameter.int64Param = i
             } else {
@@ -461,11 +461,17 @@ struct RESTInferReader {
         guard at < p.count else { throw syntax("unexpected end of input") }
         switch p[at] {
         case UInt8(ascii: "t"), UInt8(ascii: "f"): return try boolean()
-        case let c where isNumberStart(c): return try double(try scanNumber().0) != 0
+        case let c where isNumberStart(c): return try truth(try scanNumber().0)
         default:
             try skipValue(depth: 2)
             throw Self.bad("\(what) must be true or false")
         }
+    }
+
+    /// A number where a boolean belongs: true when its whole part is not zero (as a C cast
+    /// to an integer, and NSNumber's `boolValue`, read it: 0.5 is false).
+    func truth(_ range: Range<Int>) throws -> Bool {
+        try double(range).magnitude >= 1
     }
 
     /// `binary_data_size`: a non-negative integer.
