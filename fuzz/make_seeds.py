@@ -141,6 +141,37 @@ def feature_json():
     write("feature-json", "escapes", b'{"s":"\\u00e9\\n\\"\\/\\ud83d\\ude00","d":-1.5e-3}')
 
 
+def rest_infer():
+    """REST infer bodies as tritonclient.http and perf_analyzer write them, and the edges."""
+    def tensor(name, shape, datatype, data=None, **parameters):
+        t = {"name": name, "shape": shape, "datatype": datatype}
+        if parameters:
+            t["parameters"] = parameters
+        if data is not None:
+            t["data"] = data
+        return t
+    bodies = {
+        "json-tensors": {"id": "r1", "inputs": [tensor("x", [1, 4], "FP32", [0.5, 1.25, -2, 3e-3]),
+                                                tensor("n", [2, 2], "INT64", [[1, -9223372036854775808], [9223372036854775807, 0]])],
+                         "outputs": [{"name": "y", "parameters": {"binary_data": False}}]},
+        "all-datatypes": {"inputs": [tensor("a", [2], "FP64", [-0.0, 1e308]), tensor("b", [1], "FP16", [65504]),
+                                     tensor("c", [3], "BOOL", [True, False, 1]), tensor("d", [2], "UINT64", [0, 18446744073709551615]),
+                                     tensor("e", [2], "INT8", [-128, 127]), tensor("f", [2], "UINT16", [0, 65535]),
+                                     tensor("g", [2], "BYTES", ["a\u00e9\n", "\ud83d\ude00"]), tensor("h", [1], "INT32", [2e3])],
+                          "parameters": {"binary_data_output": True}},
+        "parameters": {"inputs": [tensor("x", [1], "FP64", [1], shared_memory_region="r", shared_memory_byte_size=8)],
+                       "outputs": [{"name": "y", "parameters": {"classification": 3, "binary_data": 1}}]},
+    }
+    for name, body in bodies.items():
+        write("rest-infer", name, json.dumps(body).encode())
+    # Keys in another order, repeated keys, whitespace everywhere, escaped keys.
+    write("rest-infer", "order-and-duplicates",
+          b' {\n"inputs" : 3 ,"inputs":[ {"data":[[1 ,2],[3,4]],"shape":[2,2],"name":"x","datatype":"FP32",'
+          b'"datatype":"FP64","\u0064ata":[[5,6],[7,8]] } ] ,"id":7,"id":"ok"}\t')
+    header = json.dumps({"inputs": [tensor("x", [2], "FP32", binary_data_size=8)]}).encode()
+    write("rest-infer", "binary", b"\0" + struct.pack("<H", len(header)) + header + struct.pack("<2f", 1.5, -2))
+
+
 def main():
     cortado = os.environ.get("CORTADO_BIN", ".build/debug/cortado")
     with tempfile.TemporaryDirectory() as tmp:
@@ -148,6 +179,7 @@ def main():
     infer_decoder()
     http2()
     feature_json()
+    rest_infer()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ public enum CortadoFuzzTarget: String, CaseIterable, Sendable {
     case http2 = "http2"
     /// The JSON reader and feature decoding for `cortado predict` and REST rows.
     case featureJSON = "feature-json"
+    /// The REST infer request reader against the JSON tree it replaced.
+    case restInfer = "rest-infer"
 
     #if DEBUG
     public static let isAvailable = true
@@ -32,6 +34,7 @@ public enum CortadoFuzzTarget: String, CaseIterable, Sendable {
         case .inferDecoder: InferDecoderFuzz.run(bytes)
         case .http2: HTTP2Fuzz.run(bytes)
         case .featureJSON: FeatureJSONFuzz.run(bytes)
+        case .restInfer: RESTInferFuzz.run(bytes)
         }
         #endif
     }

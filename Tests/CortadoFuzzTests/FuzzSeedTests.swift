@@ -31,4 +31,5 @@ final class FuzzSeedTests: XCTestCase {
     func testInferDecoderSeeds() throws { try runSeeds(.inferDecoder, atLeast: 3) }
     func testHTTP2Seeds() throws { try runSeeds(.http2, atLeast: 3) }
     func testFeatureJSONSeeds() throws { try runSeeds(.featureJSON, atLeast: 5) }
+    func testRESTInferSeeds() throws { try runSeeds(.restInfer, atLeast: 5) }
 }
