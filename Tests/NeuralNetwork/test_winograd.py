@@ -186,3 +186,29 @@ def test_other_algorithms_forced(algo, tmp_path, monkeypatch):
     model = run("c17_10x11_asym_relu", isa, algo, tmp_path, monkeypatch)
     if isa != "portable":
         assert f"algorithm {algo} (forced)" in conv_line(model, isa, algo)
+
+
+def test_compiled_form_keeps_the_choice(tmp_path, monkeypatch):
+    """`cortado compile` stores each measured choice (section nn.conv-algorithms): the compiled
+    model runs it without timing and answers as the reference. A compiled file without the
+    section (here: compiled with the algorithm forced, so nothing was measured; as files
+    written before the section existed) still loads and measures."""
+    isa = PATHS[-1]
+    if isa == "portable":
+        pytest.skip("no packed kernels on the portable path")
+    b, x, expected = build("c64_26x26_measured")
+    model = harness.save(b, tmp_path)
+    compiled, plain = tmp_path / "model.cortado", tmp_path / "forced.cortado"
+    for out, algo in ((compiled, "auto"), (plain, "gemm")):
+        done = subprocess.run(harness.cortado_command() + ["compile", str(model), str(out)], capture_output=True, text=True,
+                              timeout=300, env=env_for(isa, algo))
+        assert done.returncode == 0, done.stderr
+    assert b"nn.conv-algorithms" in compiled.read_bytes()
+    assert b"nn.conv-algorithms" not in plain.read_bytes()
+    assert "(stored by cortado compile)" in conv_line(compiled, isa, "auto")
+    assert "(measured)" in conv_line(plain, isa, "auto")
+    for name, value in env_for(isa, "auto").items():
+        monkeypatch.setenv(name, value)
+    rows = harness.run_cortado(compiled, [{"x": x}])
+    scale = float(np.max(np.abs(expected)))
+    harness.assert_close(rows[0]["y"], expected, rtol=1e-4, atol=1e-4 * scale, what="compiled model")
