@@ -174,6 +174,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNR
         return s
     }
 
+    var timingNote: String { chosenAlgorithm?.rawValue ?? "" }
+
     /// Spatial geometry for one input size: output size and where the kernel window starts
     /// (convolution: padding before the input; deconvolution: rows/columns cropped from the
     /// start of the full transposed output).
