@@ -206,7 +206,7 @@ def test_compiled_form_keeps_the_choice(tmp_path, monkeypatch):
     assert b"nn.conv-algorithms" in compiled.read_bytes()
     assert b"nn.conv-algorithms" not in plain.read_bytes()
     assert "(stored by cortado compile)" in conv_line(compiled, isa, "auto")
-    assert "(measured)" in conv_line(plain, isa, "auto")
+    assert "(measured" in conv_line(plain, isa, "auto")
     for name, value in env_for(isa, "auto").items():
         monkeypatch.setenv(name, value)
     rows = harness.run_cortado(compiled, [{"x": x}])

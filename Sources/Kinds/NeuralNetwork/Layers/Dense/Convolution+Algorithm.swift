@@ -102,6 +102,7 @@ extension ConvolutionLayer {
         guard let g = try? geometry(h: x.h, w: x.w) else { return }
         var candidates = ConvolutionAlgorithm.allCases.filter { applies($0) }
         var how = "rule"
+        var timings = ""
         var algorithm = rule
         let multiplyAdds = outputChannels * kernelChannels * kh * kw * g.outH * g.outW
         let key = "\(String(cString: cg_isa_name(cg_isa()))) \(kernelChannels)→\(outputChannels) \(x.h)×\(x.w) \(kh)×\(kw) s\(sh)×\(sw) d\(dh)×\(dw) "
@@ -119,8 +120,9 @@ extension ConvolutionLayer {
                 let measured = measure(forms: forms, x: x, g: g)
                 candidates = measured.candidates
                 algorithm = measured.best
+                timings = measured.note
             }
-            how = "measured"
+            how = "measured: " + timings
             ConvolutionChoices.shared[key] = algorithm
         }
         // Compiling: the choice goes into the compiled form (NNPrecompiledWeights.algorithmsSection).
@@ -134,7 +136,8 @@ extension ConvolutionLayer {
     /// Times each form on one image of shape `x` (one thread, random data): a warm-up run, then
     /// rounds in turn, each form's best kept. Winograd is dropped when it strays from the
     /// direct result.
-    private func measure(forms: [NNPackedWeights], x xs: NNShape, g: Geometry) -> (best: ConvolutionAlgorithm, candidates: [ConvolutionAlgorithm]) {
+    private func measure(forms: [NNPackedWeights], x xs: NNShape, g: Geometry) -> (best: ConvolutionAlgorithm, candidates: [ConvolutionAlgorithm], note: String) {
+        var note = ""
         let one = NNShape(c: xs.c, h: xs.h, w: xs.w)
         let outCount = outputChannels * g.outH * g.outW
         let residualCount = residual ? outCount : 0
@@ -142,6 +145,9 @@ extension ConvolutionLayer {
         let total = one.count + 2 * outCount + residualCount + scratch + 64
         let base = UnsafeMutablePointer<Float>.allocate(capacity: total)
         defer { base.deallocate() }
+        base.initialize(repeating: 0, count: total)
+        // What the layer writes: the pooled output when a pooling is folded in.
+        let written = pooled ? outputChannels * (g.outH / 2) * (g.outW / 2) : outCount
         var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
         for i in 0..<(one.count + residualCount) {
             seed = seed &* 6364136223846793005 &+ 1442695040888963407
@@ -162,11 +168,14 @@ extension ConvolutionLayer {
             reference.update(from: base + one.count, count: outCount)
             run(with: forms[wino], inputs: inputs, output: output, g: g, context: context)
             var largest: Float = 0, worst: Float = 0
-            for i in 0..<outCount {
+            for i in 0..<written {
                 largest = Swift.max(largest, abs(reference[i]))
                 worst = Swift.max(worst, abs(reference[i] - base[one.count + i]))
             }
-            if !(worst <= Self.winogradTolerance * Swift.max(largest, .leastNormalMagnitude)) { usable.remove(at: wino) }
+            if !(worst <= Self.winogradTolerance * Swift.max(largest, .leastNormalMagnitude)) {
+                usable.remove(at: wino)
+                note += String(format: "winograd refused: error %.1e of the output's scale; ", worst / Swift.max(largest, .leastNormalMagnitude))
+            }
         }
         var best = [UInt64](repeating: .max, count: usable.count)
         func time(_ i: Int) -> UInt64 {
@@ -183,7 +192,9 @@ extension ConvolutionLayer {
         }
         let fastest = best.indices.min { best[$0] < best[$1] }!
         let names = usable.map { algorithmOf($0.role) }
-        return (names[fastest], names)
+        note += usable.indices.sorted { best[$0] < best[$1] }
+            .map { "\(names[$0].rawValue) " + String(format: "%.2f ms", Double(best[$0]) / 1e6) }.joined(separator: ", ")
+        return (names[fastest], names, note)
     }
 
     private func algorithmOf(_ role: NNPackedWeights.Role) -> ConvolutionAlgorithm {
