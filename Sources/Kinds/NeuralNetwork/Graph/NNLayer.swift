@@ -125,6 +125,9 @@ public protocol NNLayer: AnyObject, Sendable {
     var epilogue: NNEpilogueOp? { get }
     /// Lines for `cortado inspect` beyond type and shape (e.g. "3×3 stride 1, 64 filters").
     var detail: String { get }
+    /// A word `cortado report --layers` adds to the layer's type: the kernel or algorithm it
+    /// runs when it has several (a convolution's "winograd"); empty by default.
+    var timingNote: String { get }
     func run(inputs: [NNTensor], outputs: [NNTensor], context: NNRunContext)
 }
 
@@ -133,6 +136,7 @@ extension NNLayer {
     public var runsInPlace: Bool { false }
     public var epilogue: NNEpilogueOp? { nil }
     public var detail: String { "" }
+    public var timingNote: String { "" }
 }
 
 /// A layer that can apply element-wise steps to its output while it is still in cache

@@ -157,7 +157,9 @@ final class NNPlan: @unchecked Sendable {
                 }
                 place[name] = outTensors.last!
             }
-            steps.append(Step(layer: node.layer, inputs: inTensors, outputs: outTensors, name: node.name, type: node.type,
+            let note = node.layer.timingNote
+            steps.append(Step(layer: node.layer, inputs: inTensors, outputs: outTensors, name: node.name,
+                              type: note.isEmpty ? node.type : "\(node.type) (\(note))",
                               writesNothing: outTensors.allSatisfy { $0.count == 0 }))
             for name in Set(node.inputs) where lastUse[name] == index {
                 arena.free(place[name]!.offset, place[name]!.count)

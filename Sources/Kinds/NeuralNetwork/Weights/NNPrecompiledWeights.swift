@@ -50,6 +50,9 @@ final class NNPrecompiledWeights: @unchecked Sendable {
 
     static let indexSection = "nn.index"
     static let weightsSection = "nn.weights"
+    /// The convolution algorithms measured while compiling (`Convolution+Algorithm.swift`):
+    /// lines of "shape key<TAB>algorithm". Optional: older compiled files lack it.
+    static let algorithmsSection = "nn.conv-algorithms"
     static let payloadVersion: UInt32 = 1
     static let marker = Array("CORTADOW".utf8)
 
@@ -66,6 +69,9 @@ final class NNPrecompiledWeights: @unchecked Sendable {
     private var entries: [Entry] = []
     private var weights: UnsafeRawBufferPointer?
     private var owner: AnyObject?
+    // Convolution algorithms by shape key: noted while recording, read back when loading.
+    private let algorithmLock = NSLock()
+    private var algorithms: [String: String] = [:]
 
     init(recording originals: [CoreML_Specification_WeightParams]) {
         self.originals = originals
@@ -120,6 +126,27 @@ final class NNPrecompiledWeights: @unchecked Sendable {
         return i < entries.count ? entries[i].form : nil
     }
 
+    // MARK: Convolution algorithms
+
+    func noteAlgorithm(_ key: String, _ algorithm: String) {
+        algorithmLock.lock(); algorithms[key] = algorithm; algorithmLock.unlock()
+    }
+
+    func storedAlgorithm(_ key: String) -> String? {
+        algorithmLock.lock(); defer { algorithmLock.unlock() }
+        return algorithms[key]
+    }
+
+    /// Reads the optional algorithms section (unknown or malformed lines are ignored: the
+    /// layer then measures again).
+    func readAlgorithms(_ raw: UnsafeRawBufferPointer) {
+        for line in String(decoding: raw, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: "\t")
+            guard parts.count == 2 else { continue }
+            algorithms[String(parts[0])] = String(parts[1])
+        }
+    }
+
     // MARK: Writing
 
     /// The sections for what was recorded, in reference order.
@@ -137,8 +164,13 @@ final class NNPrecompiledWeights: @unchecked Sendable {
             index.append(contentsOf: form)
             values.withUnsafeBytes { blob.append(contentsOf: $0) } // little-endian machines only, as the loader
         }
-        return [MLCompiledSection(name: Self.indexSection, data: index),
-                MLCompiledSection(name: Self.weightsSection, data: blob, checksummed: false)]
+        var sections = [MLCompiledSection(name: Self.indexSection, data: index),
+                        MLCompiledSection(name: Self.weightsSection, data: blob, checksummed: false)]
+        if !algorithms.isEmpty {
+            let text = algorithms.keys.sorted().map { "\($0)\t\(algorithms[$0]!)\n" }.joined()
+            sections.append(MLCompiledSection(name: Self.algorithmsSection, data: Data(text.utf8)))
+        }
+        return sections
     }
 
     private func append<T: FixedWidthInteger>(_ data: inout Data, _ value: T) {
@@ -242,6 +274,7 @@ extension NeuralNetworkKind: MLPrecompilingModelKind {
             return try compile(spec, context: context)
         }
         let store = try NNPrecompiledWeights(payload: payload, index: index, weights: weights)
+        if let algorithms = payload.section(NNPrecompiledWeights.algorithmsSection) { store.readAlgorithms(algorithms) }
         return try NNPrecompiledWeights.$current.withValue(store) { try NNCompiledNetwork(spec: spec, context: context) }
     }
 }

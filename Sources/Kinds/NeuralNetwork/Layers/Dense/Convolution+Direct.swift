@@ -67,13 +67,23 @@ extension ConvolutionLayer {
         let convOut = NNShape(s: xs.s, b: xs.b, c: outputChannels, h: g.outH, w: g.outW)
         let x = context.pointer(inputs[0]), r = context.pointer(inputs[1]), y = context.pointer(output)
         if convOut == out && rs == out {
-            runDirect(packed, x: x, xs: xs, y: y, g: g, context: context, residual: UnsafePointer(r))
+            if packed.role == .winograd {
+                runWinograd(packed, x: x, xs: xs, y: y, g: g, context: context, residual: UnsafePointer(r))
+            } else {
+                runDirect(packed, x: x, xs: xs, y: y, g: g, context: context, residual: UnsafePointer(r))
+            }
             return
         }
         let (head, activation) = post.residualSplit
-        let temp = NNPackedGemm.aligned(context.scratch + directScratch(g: g, xs: xs))
-        runDirect(packed, x: x, xs: xs, y: temp, g: g, context: context, epilogue: head)
-        CombineLayer.combine(.copy, y, out, temp, convOut, context)
+        if packed.role == .winograd {
+            let temp = NNPackedGemm.aligned(context.scratch + winogradScratch(g: g, xs: xs))
+            runWinograd(packed, x: x, xs: xs, y: temp, g: g, context: context, epilogue: head)
+            CombineLayer.combine(.copy, y, out, temp, convOut, context)
+        } else {
+            let temp = NNPackedGemm.aligned(context.scratch + directScratch(g: g, xs: xs))
+            runDirect(packed, x: x, xs: xs, y: temp, g: g, context: context, epilogue: head)
+            CombineLayer.combine(.copy, y, out, temp, convOut, context)
+        }
         CombineLayer.combine(.add, y, out, r, rs, context)
         activation?.apply(y, count: out.count, channel: 0)
     }

@@ -1,6 +1,7 @@
 import CCortadoGemm
 import COpenBLAS
 import CortadoSpec
+import Foundation
 
 /// `ConvolutionLayerParams`: 2-D convolution and deconvolution (transposed convolution) over
 /// each `[C, H, W]` image, with groups (depthwise included), stride, dilation, valid padding
@@ -47,9 +48,19 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNR
     let outputSize: (h: Int, w: Int)?
     /// The weights as the spec lays them out (empty when only `packed` is kept).
     let weights: NNFloats
-    /// The weights packed for `NNPackedGemm` (ungrouped convolutions, when it is enabled), or
-    /// for the direct kernel (`Convolution+Direct.swift`).
-    let packed: NNPackedWeights?
+    /// The weights packed for `NNPackedGemm` (ungrouped convolutions, when it is enabled), for
+    /// the direct kernel (`Convolution+Direct.swift`) or for Winograd (`Convolution+Winograd.swift`):
+    /// nil until the algorithm is chosen (`Convolution+Algorithm.swift`), then set once, before
+    /// any run.
+    var packed: NNPackedWeights?
+    /// The spec's weights, kept only until the algorithm is chosen.
+    var unchosenWeights: NNFloats?
+    /// The algorithm the fixed rule picks (nil off the packed paths), and the one chosen.
+    let ruleAlgorithm: ConvolutionAlgorithm?
+    var chosenAlgorithm: ConvolutionAlgorithm?
+    /// How the algorithm was chosen, for `detail`.
+    var choiceNote = ""
+    let choiceLock = NSLock()
     /// Whether the depthwise 3×3 kernel runs it (`Convolution+Depthwise.swift`).
     let depthwise: Bool
     let weightForm: String
@@ -95,21 +106,31 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNR
         } else {
             outputSize = nil
         }
+        var packNow: ConvolutionAlgorithm? = nil
         let count = deconvolution ? kernelChannels * (outputChannels / groups) * kh * kw : outputChannels * kernelChannels * kh * kw
         let decoded = try NNWeights.values(p.weights, count: count, channels: deconvolution ? kernelChannels : outputChannels, name: "weights")
         weightForm = NNWeights.form(p.weights)
         depthwise = Self.takesDepthwise(groups: groups, kernelChannels: kernelChannels, outputChannels: outputChannels, kh: kh, kw: kw,
                                         sh: sh, sw: sw, dh: dh, dw: dw, deconvolution: deconvolution)
         if NNPackedGemm.enabled && !deconvolution && groups == 1 {
-            // Only the packed copy is kept.
-            let (m, k) = (outputChannels, kernelChannels * kh * kw)
-            let direct = Self.takesDirect(outputChannels: m, sw: sw)
-            packed = decoded.withUnsafeBufferPointer {
-                direct ? NNPackedWeights(direct: $0.baseAddress!, m: m, k: k) : NNPackedWeights(a: $0.baseAddress!, m: m, k: k, ld: k)
+            // Only a packed copy is kept: the rule's, or the one chosen when the first plan is
+            // made (`chooseAlgorithm`).
+            let rule: ConvolutionAlgorithm = Self.takesDirect(outputChannels: outputChannels, sw: sw) ? .direct : .gemm
+            let window = (kh: kh, kw: kw, sh: sh, sw: sw, dh: dh, dw: dw)
+            let applicable = ConvolutionAlgorithm.allCases.filter {
+                Self.applies($0, kh: window.kh, kw: window.kw, sh: window.sh, sw: window.sw, dh: window.dh, dw: window.dw, residual: false)
             }
             weights = NNFloats([])
+            if let forced = ConvolutionAlgorithm.forced, applicable.contains(forced) {
+                ruleAlgorithm = forced
+            } else {
+                ruleAlgorithm = rule
+            }
+            unchosenWeights = decoded
+            // Nothing to measure: packed at the end of init.
+            packNow = applicable.count > 1 && ConvolutionAlgorithm.forced == nil ? nil : ruleAlgorithm
         } else {
-            packed = nil
+            ruleAlgorithm = nil
             weights = decoded
         }
         var bias: [Float]?
@@ -117,6 +138,12 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNR
             bias = try NNWeights.floats(p.bias, count: outputChannels, name: "bias")
         }
         post = NNChannelEpilogue(channels: outputChannels, bias: bias)
+        if let packNow, let raw = unchosenWeights {
+            packed = raw.withUnsafeBufferPointer { packWeights($0.baseAddress!, for: packNow) }
+            chosenAlgorithm = packNow
+            choiceNote = packNow == ConvolutionAlgorithm.forced ? "forced" : "rule"
+            unchosenWeights = nil
+        }
     }
 
     func accept(_ op: NNEpilogueOp) -> Bool { !pooled && post.accept(op) }
@@ -124,13 +151,13 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNR
     /// On the direct kernel's path only (decided at load, from the layer alone), whose blocks
     /// add the residual while they are in cache.
     func acceptResidual() -> Bool {
-        guard !residual, !pooled, !deconvolution, packed?.role == .direct, post.acceptResidual() else { return false }
+        guard !residual, !pooled, !deconvolution, ruleAlgorithm == .direct || ruleAlgorithm == .winograd, post.acceptResidual() else { return false }
         residual = true
         return true
     }
 
     func acceptPool(_ layer: any NNLayer) -> Bool {
-        guard !pooled, !residual, packed != nil, let pool = layer as? PoolingLayer, pool.isPlainMax2x2 else { return false }
+        guard !pooled, !residual, ruleAlgorithm != nil, let pool = layer as? PoolingLayer, pool.isPlainMax2x2 else { return false }
         pooled = true
         return true
     }
@@ -143,8 +170,11 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNR
         s += ", \(outputChannels) filters, \(weightForm) weights"
         if !post.names.isEmpty { s += ", then " + post.names.joined(separator: ", ") }
         if pooled { s += ", then max pool 2×2 stride 2" }
+        if let chosenAlgorithm { s += ", algorithm \(chosenAlgorithm.rawValue) (\(choiceNote))" }
         return s
     }
+
+    var timingNote: String { chosenAlgorithm?.rawValue ?? "" }
 
     /// Spatial geometry for one input size: output size and where the kernel window starts
     /// (convolution: padding before the input; deconvolution: rows/columns cropped from the
@@ -250,7 +280,9 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNR
         }
         let k = kernelChannels * kh * kw, n = g.outH * g.outW
         if depthwise { return depthwiseScratch(g: g, xs: x) }
+        if ruleAlgorithm != nil { chooseAlgorithm(inputs) }
         if let packed, packed.role == .direct { return directScratch(g: g, xs: x) }
+        if let packed, packed.role == .winograd { return winogradScratch(g: g, xs: x) }
         if pooled { return pooledScratch(k: k, g: g, xs: x) }
         if packed != nil { return inPlace(k: k, g: g) ? inPlaceScratch(k: k, g: g, xs: x) : packedScratch(k: k, n: n) }
         if pointwise && groups == 1 { return 0 }
@@ -261,18 +293,13 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNR
     func run(inputs: [NNTensor], outputs: [NNTensor], context: NNRunContext) {
         let xs = inputs[0].shape, ys = outputs[0].shape
         let g = try! geometry(h: xs.h, w: xs.w)
+        if packed == nil && ruleAlgorithm != nil { chooseAlgorithm(inputs.map(\.shape)) } // (plans choose first)
         if deconvolution {
             runDeconvolution(x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), ys: ys, g: g, context: context)
         } else if depthwise {
             runDepthwise(x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), g: g, context: context)
-        } else if let packed, packed.role == .direct, residual {
-            runResidual(packed, inputs: inputs, output: outputs[0], g: g, context: context)
-        } else if let packed, packed.role == .direct {
-            runDirect(packed, x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), g: g, context: context)
-        } else if let packed, pooled {
-            runPooled(packed, x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), g: g, context: context)
         } else if let packed {
-            runPacked(packed, x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), ys: ys, g: g, context: context)
+            run(with: packed, inputs: inputs, output: outputs[0], g: g, context: context)
         } else {
             runConvolution(x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), ys: ys, g: g, context: context)
         }

@@ -49,9 +49,9 @@ enum NNPackedGemm {
 /// A constant GEMM operand packed once (weights), in 64-byte aligned memory it owns: the A
 /// operand `[m × k]` in row panels, or the B operand `[k × n]` in column panels; or a
 /// convolution's weights in blocks of 16 output channels for the direct kernel
-/// (`cortado_direct.h`).
+/// (`cortado_direct.h`), or transformed for the Winograd kernel (`cortado_winograd.h`).
 final class NNPackedWeights: @unchecked Sendable {
-    enum Role { case a, b, direct }
+    enum Role { case a, b, direct, winograd }
     let role: Role
     /// Rows of A or columns of B, and the shared dimension.
     let count: Int, k: Int
@@ -91,6 +91,17 @@ final class NNPackedWeights: @unchecked Sendable {
         width = NNPackedGemm.roundUp(m, 16)
         (raw, data) = Self.allocate(Int(cg_direct_weights_count(m, k)))
         cg_direct_pack(w, m, k, data)
+    }
+
+    /// Transforms `w` (a 3×3 convolution's `[m, c, 3, 3]` weights) for `cg_winograd_conv`:
+    /// 36 matrices of `c × m`, each in the direct kernel's blocks of 16 output channels.
+    init(winograd w: UnsafePointer<Float>, m: Int, c: Int) {
+        role = .winograd
+        count = m
+        k = c
+        width = NNPackedGemm.roundUp(m, 16)
+        (raw, data) = Self.allocate(Int(cg_winograd_weights_count(m, c)))
+        cg_winograd_pack(w, m, c, data)
     }
 
     private static func allocate(_ floats: Int) -> (UnsafeMutableRawPointer, UnsafeMutablePointer<Float>) {
