@@ -118,66 +118,14 @@ public struct MLJSONParser {
 
     private mutating func string() throws -> String {
         at += 1  // opening quote
-        // Most strings (names, datatypes) hold no escape: their bytes are the string's UTF-8,
-        // validated where they lie. Anything else takes the general path below, from the start.
-        let start = at
-        while at < bytes.count {
-            let c = bytes[at]
-            if c == UInt8(ascii: "\"") {
-                let s = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[start..<at]), as: UTF8.self) }
-                at += 1
-                guard let s else { throw error("a string that is not valid UTF-8") }
-                return s
-            }
-            if c == UInt8(ascii: "\\") || c < 0x20 { break }
-            at += 1
+        var position = at
+        do {
+            let s = try bytes.withUnsafeBufferPointer { p throws(MLJSONString.Problem) in try MLJSONString.read(p, at: &position) }
+            at = position
+            return s
+        } catch {
+            at = position
+            throw self.error(error.message)
         }
-        at = start
-        var out = [UInt8]()
-        while at < bytes.count {
-            let c = bytes[at]
-            at += 1
-            if c == UInt8(ascii: "\"") {
-                // JSON text is UTF-8 (RFC 8259 §8.1): bad bytes are an error, not U+FFFD.
-                guard let s = String(validating: out, as: UTF8.self) else { throw error("a string that is not valid UTF-8") }
-                return s
-            }
-            if c < 0x20 { throw error("control character in a string") }
-            guard c == UInt8(ascii: "\\") else { out.append(c); continue }
-            guard at < bytes.count else { break }
-            let e = bytes[at]
-            at += 1
-            switch e {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
-            case UInt8(ascii: "b"): out.append(0x08)
-            case UInt8(ascii: "f"): out.append(0x0c)
-            case UInt8(ascii: "n"): out.append(0x0a)
-            case UInt8(ascii: "r"): out.append(0x0d)
-            case UInt8(ascii: "t"): out.append(0x09)
-            case UInt8(ascii: "u"):
-                var scalar = try hex4()
-                if (0xD800..<0xDC00).contains(scalar) {
-                    guard bytes.count - at >= 6, bytes[at] == UInt8(ascii: "\\"), bytes[at + 1] == UInt8(ascii: "u") else { throw error("lone surrogate") }
-                    at += 2
-                    let low = try hex4()
-                    guard (0xDC00..<0xE000).contains(low) else { throw error("bad surrogate pair") }
-                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                }
-                guard let u = Unicode.Scalar(scalar) else { throw error("invalid \\u escape") }
-                out.append(contentsOf: Array(String(Character(u)).utf8))
-            default: throw error("invalid escape")
-            }
-        }
-        throw error("unterminated string")
-    }
-
-    private mutating func hex4() throws -> UInt32 {
-        // Four hex digits exactly (UInt32(_:radix:) alone would take a sign: "+0041").
-        guard bytes.count - at >= 4, bytes[at..<at + 4].allSatisfy({ Character(Unicode.Scalar($0)).isHexDigit }),
-              let v = UInt32(String(decoding: bytes[at..<at + 4], as: UTF8.self), radix: 16) else {
-            throw error("invalid \\u escape")
-        }
-        at += 4
-        return v
     }
 }

@@ -1,3 +1,4 @@
+import CortadoCore
 import Foundation
 
 /// The JSON grammar (RFC 8259) the reader steps through: punctuation, skipped values,
@@ -147,75 +148,11 @@ extension RESTInferReader {
     /// A string at `at` (its opening quote): escapes decoded, UTF-8 checked.
     mutating func string() throws -> String {
         at += 1
-        let start = at
-        while at < p.count {
-            let c = p[at]
-            if c == UInt8(ascii: "\"") {
-                let s = String(validating: UnsafeBufferPointer(rebasing: p[start..<at]), as: UTF8.self)
-                at += 1
-                guard let s else { throw syntax("a string that is not valid UTF-8") }
-                return s
-            }
-            if c == UInt8(ascii: "\\") || c < 0x20 { break }
-            at += 1
+        do {
+            return try MLJSONString.read(p, at: &at)
+        } catch {
+            throw syntax(error.message)
         }
-        var out = [UInt8](UnsafeBufferPointer(rebasing: p[start..<at]))
-        while at < p.count {
-            let c = p[at]
-            at += 1
-            if c == UInt8(ascii: "\"") {
-                // JSON text is UTF-8 (RFC 8259 §8.1): bad bytes are an error, not U+FFFD.
-                guard let s = String(validating: out, as: UTF8.self) else { throw syntax("a string that is not valid UTF-8") }
-                return s
-            }
-            if c < 0x20 { throw syntax("control character in a string") }
-            guard c == UInt8(ascii: "\\") else {
-                out.append(c)
-                continue
-            }
-            guard at < p.count else { break }
-            let e = p[at]
-            at += 1
-            switch e {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
-            case UInt8(ascii: "b"): out.append(0x08)
-            case UInt8(ascii: "f"): out.append(0x0c)
-            case UInt8(ascii: "n"): out.append(0x0a)
-            case UInt8(ascii: "r"): out.append(0x0d)
-            case UInt8(ascii: "t"): out.append(0x09)
-            case UInt8(ascii: "u"):
-                var scalar = try hex4()
-                if (0xD800..<0xDC00).contains(scalar) {
-                    guard p.count - at >= 6, p[at] == UInt8(ascii: "\\"), p[at + 1] == UInt8(ascii: "u") else { throw syntax("lone surrogate") }
-                    at += 2
-                    let low = try hex4()
-                    guard (0xDC00..<0xE000).contains(low) else { throw syntax("bad surrogate pair") }
-                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                }
-                guard let u = Unicode.Scalar(scalar) else { throw syntax("invalid \\u escape") }
-                out.append(contentsOf: String(Character(u)).utf8)
-            default: throw syntax("invalid escape")
-            }
-        }
-        throw syntax("unterminated string")
-    }
-
-    mutating func hex4() throws -> UInt32 {
-        guard p.count - at >= 4 else { throw syntax("invalid \\u escape") }
-        var v: UInt32 = 0
-        for k in 0..<4 {
-            let c = p[at + k]
-            let d: UInt8
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = c - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): d = c - UInt8(ascii: "A") + 10
-            default: throw syntax("invalid \\u escape")
-            }
-            v = v << 4 | UInt32(d)
-        }
-        at += 4
-        return v
     }
 
     // MARK: numbers
