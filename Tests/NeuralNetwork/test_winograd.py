@@ -25,17 +25,7 @@ _spec = importlib.util.spec_from_file_location("nn_winograd_harness", Path(__fil
 harness = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(harness)
 
-ORDER = ["portable", "avx2", "avx512"]
-
-
-def cpu_best():
-    try:
-        flags = next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split(":", 1)[1].split()
-    except (OSError, StopIteration):
-        return "portable"
-    if {"avx512f", "avx512vl", "fma"} <= set(flags):
-        return "avx512"
-    return "avx2" if {"avx2", "fma"} <= set(flags) else "portable"
+from test_isa_paths import ORDER, cpu_best  # noqa: E402  (the kernel paths, as cg_isa_best picks them)
 
 
 PATHS = ORDER[:ORDER.index(cpu_best()) + 1]
