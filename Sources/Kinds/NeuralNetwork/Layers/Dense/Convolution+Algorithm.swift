@@ -184,7 +184,7 @@ extension ConvolutionLayer {
             return DispatchTime.now().uptimeNanoseconds - start
         }
         for i in usable.indices { best[i] = time(i) } // warm-up, and the first estimate
-        // More rounds only while they are cheap: about 20 ms per layer in all.
+        // More rounds only while they are cheap: the timing of a layer stays within the budget below.
         let round = best.reduce(0, +)
         let rounds = round == 0 ? 3 : Int(Swift.min(3, Swift.max(1, 20_000_000 / round)))
         for _ in 0..<rounds {
