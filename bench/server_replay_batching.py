@@ -21,6 +21,10 @@
    `--max-batch-size 16`, perf_analyzer at concurrency 16, batch 1, the server on CPU 0 and
    perf_analyzer on CPU 1, alternating rounds; medians of throughput and p50/p99, plus the
    executions the server counted per inference.
+4. perf_analyzer side by side (`--perf`): every `--bin` in turn on the logreg and xgb models of
+   server_vs_mlserver.py, gRPC, concurrency 16, batch 1, server on CPU 0 and perf_analyzer on
+   CPU 1, rounds alternating the builds; median throughput and p99 per build, and each build's
+   ratio to the first.
 
 Nothing asserts on time. Usage:
   .venv/bin/python bench/server_replay_batching.py --bin .build-rel/release [--bin OTHER] [--rounds 5]
@@ -191,6 +195,41 @@ def instructions(binaries, requests, work, keep=None):
         sys.stdout.flush()
 
 
+def perf_side_by_side(binaries, rounds, interval_ms, work):
+    """perf_analyzer (gRPC, concurrency 16, batch 1) against each build in turn, on the logreg and
+    xgb models, server on CPU 0 and perf_analyzer on CPU 1, rounds alternating the builds (so each
+    meets the same background load): median throughput and p99 per build and model."""
+    repo, _, _ = sv.make_models(work)
+    models = ("logreg", "xgb")
+    results = {(b, m): [] for b in binaries for m in models}
+    for _ in range(rounds):
+        for b in binaries:
+            proc, url = serve(b, repo, work, cpus="0")
+            try:
+                sv.wait_ready(url, list(models), proc)
+                for m in models:
+                    r = sv.perf_analyzer(url, m, 16, interval_ms, work, prefix=("taskset", "-c", "1"))
+                    if "error" in r:
+                        print(f"  {b} {m}: {r['error']}", file=sys.stderr)
+                    else:
+                        results[(b, m)].append(r)
+            finally:
+                sv.stop(proc)
+    print(f"\nperf_analyzer -i grpc, concurrency 16, batch 1, server CPU 0, client CPU 1, {rounds} rounds (median, range)")
+    for m in models:
+        base = None
+        for b in binaries:
+            rs = results[(b, m)]
+            if not rs:
+                continue
+            t = [r["throughput"] for r in rs]
+            med = median(t)
+            base = base or med
+            print(f"  {m:<7} {b:<52} {med:>9,.0f} infer/s ({spread(t)})  p99 {median([r['p99_us'] for r in rs]):>6,.0f} µs  "
+                  f"{med / base:.2f}× the first build")
+    sys.stdout.flush()
+
+
 def batcher(binary, rounds, interval_ms, work, delays=(0,)):
     import nn_vs_onnxruntime as nn
     import tritonclient.grpc as tc
@@ -237,6 +276,8 @@ def main():
     p.add_argument("--interval-ms", type=int, default=3000, help="perf_analyzer measurement window")
     p.add_argument("--replay", action="store_true", help="only the h2load replay")
     p.add_argument("--batcher", action="store_true", help="only the batcher")
+    p.add_argument("--perf", action="store_true",
+                   help="only perf_analyzer (gRPC, concurrency 16) against each --bin in turn, logreg and xgb")
     p.add_argument("--instructions", action="store_true",
                    help="only the instructions per call under callgrind (use --requests 20000: valgrind runs ~50× slower)")
     p.add_argument("--profile-to", metavar="DIR",
@@ -252,13 +293,15 @@ def main():
     for tool in ("h2load", "nghttpd", "taskset"):
         if not shutil.which(tool):
             sys.exit(f"{tool} missing: run scripts/setup-bench.sh")
-    both = not args.replay and not args.batcher and not args.instructions
+    both = not args.replay and not args.batcher and not args.instructions and not args.perf
     work = tempfile.mkdtemp(prefix="cortado-replaybatch-")
     try:
         if args.replay or both:
             replay(binaries, args.rounds, args.requests, work)
         if args.instructions:
             instructions(binaries, args.requests, work, args.profile_to)
+        if args.perf:
+            perf_side_by_side(binaries, args.rounds, args.interval_ms, work)
         if args.batcher or both:
             batcher(binaries[-1], args.rounds, args.interval_ms, work, [int(d) for d in args.delays.split(",")])
     finally:
