@@ -109,14 +109,38 @@ static void cb_direct_sums(const cg_kernels *kern, const cg_conv *g, const float
     }
 }
 
+// The residual added to a finished block whose layout differs from the residual's: y's and
+// res's value of channel `channel + l`, pixel p0 + q, then the activation.
+static void cb_add_residual_across(float *y, int y_blocked, const float *res, long n, long channel, long lanes, long p0,
+                                   long pixels, const cg_epilogue *e) {
+    const long block = channel / 16;
+    for (long l = 0; l < lanes; l++) {
+        for (long q = 0; q < pixels; q++) {
+            long planar = (channel + l) * n + p0 + q, blocked = (block * n + p0 + q) * 16 + l;
+            float *out = y + (y_blocked ? blocked : planar);
+            float v = *out + res[y_blocked ? planar : blocked];
+            *out = e->activation == CG_ACT_RELU ? (v < 0.0f ? 0.0f : v) : e->activation == CG_ACT_LEAKY_RELU && v < 0.0f ? v * e->alpha : v;
+        }
+    }
+}
+
 // Blocks [b0, b0 + ob)'s sums for output pixels [p0, p0 + pixels) finished into y ([m][n]
-// planar or blocked) with the epilogue and its residual (laid out as y).
+// planar or blocked) with the epilogue and its residual (blocked when res_blocked).
 static void cb_direct_finish(const cg_kernels *kern, const float *acc, long bstride, long b0, long ob, long m, long n, long p0,
-                             long pixels, float *y, int y_blocked, const cg_epilogue *epilogue) {
+                             long pixels, float *y, int y_blocked, const cg_epilogue *epilogue, int res_blocked) {
     const float *res = epilogue ? epilogue->residual : NULL;
     for (long b = 0; b < ob; b++) {
         long channel = (b0 + b) * 16, lanes = cg_min(16, m - channel);
         const float *sums = acc + b * bstride;
+        if (res && res_blocked != y_blocked) {
+            // The steps before the add in the output's layout, then the add and the activation.
+            cg_epilogue head = *epilogue;
+            head.activation = CG_ACT_NONE;
+            head.residual = NULL;
+            cb_direct_finish(kern, sums, bstride, b0 + b, 1, m, n, p0, pixels, y, y_blocked, &head, y_blocked);
+            cb_add_residual_across(y, y_blocked, res, n, channel, lanes, p0, pixels, epilogue);
+            continue;
+        }
         if (y_blocked) {
             float s[16], t[16], alpha;
             int act;
@@ -132,7 +156,7 @@ static void cb_direct_finish(const cg_kernels *kern, const float *acc, long bstr
 }
 
 void cg_blocked_direct_conv(const cg_conv *g, const float *x, int x_blocked, const float *w, long m, long u0, long u1, float *y,
-                            int y_blocked, const cg_epilogue *epilogue, float *workspace) {
+                            int y_blocked, const cg_epilogue *epilogue, int res_blocked, float *workspace) {
     long hp, wp;
     cg_conv_padded_size(g, &hp, &wp);
     if (x_blocked) { hp = g->h; wp = g->w; }
@@ -146,7 +170,7 @@ void cg_blocked_direct_conv(const cg_conv *g, const float *x, int x_blocked, con
         long b0 = 2 * pair, ob = cg_min(2, blocks - b0);
         long oh0 = band * band_rows, oh1 = cg_min(g->out_h, oh0 + band_rows);
         cb_direct_sums(kern, g, x, x_blocked, hp, wp, w, b0, ob, oh0, oh1, acc, bstride);
-        cb_direct_finish(kern, acc, bstride, b0, ob, m, n, oh0 * ow, (oh1 - oh0) * ow, y, y_blocked, epilogue);
+        cb_direct_finish(kern, acc, bstride, b0, ob, m, n, oh0 * ow, (oh1 - oh0) * ow, y, y_blocked, epilogue, res_blocked);
     }
 }
 
@@ -169,7 +193,7 @@ size_t cg_blocked_separable_workspace_count(const cg_conv *gd) {
 
 void cg_blocked_separable(const cg_conv *gd, const float *x, const float *wd, const cg_epilogue *ed, const cg_conv *gp,
                           const float *wp, long m, long u0, long u1, float *y, int y_blocked, const cg_epilogue *ep,
-                          float *workspace) {
+                          int res_blocked, float *workspace) {
     const cg_kernels *kern = cg_kernels_now();
     const long rows = cb_separable_rows(gd), ow = gd->out_w, n = gd->out_h * ow;
     const long mid_blocks = (gd->channels + 15) / 16, blocks = (m + 15) / 16;
@@ -193,7 +217,7 @@ void cg_blocked_separable(const cg_conv *gd, const float *x, const float *wd, co
         for (long b0 = 0; b0 < blocks; b0 += 2) {
             long ob = cg_min(2, blocks - b0);
             cb_direct_sums(kern, &g1, mid, 1, count, ow, wp, b0, ob, 0, count, acc, band);
-            cb_direct_finish(kern, acc, band, b0, ob, m, n, oh0 * ow, count * ow, y, y_blocked, ep);
+            cb_direct_finish(kern, acc, band, b0, ob, m, n, oh0 * ow, count * ow, y, y_blocked, ep, res_blocked);
         }
     }
 }

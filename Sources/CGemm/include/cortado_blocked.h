@@ -41,9 +41,9 @@ size_t cg_blocked_direct_workspace_count(const cg_conv *g);
 /* Units [u0, u1) of one image. x: the blocked input (x_blocked) or the padded planar copy
  * (cg_conv_pad, or the input itself when it needs none); w: cg_direct_pack's weights; y: the
  * output, blocked when y_blocked. The epilogue (may be NULL) is per channel; its residual,
- * when not NULL, is laid out as y. */
+ * when not NULL, is blocked when res_blocked (either layout with either output's). */
 void cg_blocked_direct_conv(const cg_conv *g, const float *x, int x_blocked, const float *w, long m, long u0, long u1, float *y,
-                            int y_blocked, const cg_epilogue *epilogue, float *workspace);
+                            int y_blocked, const cg_epilogue *epilogue, int res_blocked, float *workspace);
 
 /* Floats of the depthwise weights in the blocked form, and the packing (w: [channels][3][3]). */
 size_t cg_blocked_depthwise_weights_count(long channels);
@@ -57,14 +57,14 @@ void cg_blocked_depthwise3x3(const cg_conv *g, const float *x, const float *w, l
 /* A depthwise 3×3 (gd: its geometry, wd: cg_blocked_depthwise_pack's weights, ed: its
  * epilogue) and the 1×1 stride-1 convolution that reads it (gp: its geometry, channels gd's,
  * map gd's output; wp: cg_direct_pack's weights for m output channels; ep: its epilogue, with
- * a residual laid out as y) in one pass: each unit computes the depthwise output for a band of
+ * a residual, blocked when res_blocked) in one pass: each unit computes the depthwise output for a band of
  * rows into the workspace, where the 1×1 layer's tiles read it while it is in cache, so the
  * intermediate blob is never written. x blocked; y blocked when y_blocked. */
 long cg_blocked_separable_units(const cg_conv *gd);
 size_t cg_blocked_separable_workspace_count(const cg_conv *gd);
 void cg_blocked_separable(const cg_conv *gd, const float *x, const float *wd, const cg_epilogue *ed, const cg_conv *gp,
                           const float *wp, long m, long u0, long u1, float *y, int y_blocked, const cg_epilogue *ep,
-                          float *workspace);
+                          int res_blocked, float *workspace);
 
 /* Channels [c0, c1) of one image (c0 a multiple of 16) between the layouts. */
 void cg_blocked_to_planar(const float *x, long channels, long plane, long c0, long c1, float *y);
