@@ -634,6 +634,9 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         }
         if let plan = defaultPlan {
             lines.append("workspace: \(plan.blobFloats * 4 / 1024) KiB of blobs + \(plan.scratchFloats * 4 / 1024) KiB scratch")
+            if !plan.blockedSteps.isEmpty {
+                lines.append("channel-blocked layout (NCHW16c): \(plan.blockedSteps.count) layers (\(plan.blockedSteps.joined(separator: ", "))), \(plan.reorderSteps) reorders to planar")
+            }
             if !plan.rowInputs.isEmpty {
                 lines.append("read where the request holds them (float32 arrays, not copied): " + plan.rowInputs.joined(separator: ", "))
             }
