@@ -77,7 +77,12 @@ static void cb_finish_planar_residual(const cg_kernels *kern, const float *sums,
 // rows wp pixels long and planes hp rows high.
 static void cb_direct_sums(const cg_kernels *kern, const cg_conv *g, const float *x, int x_blocked, long hp, long wp,
                            const float *w, long b0, long ob, long oh0, long oh1, float *acc, long bstride) {
-    const long khw = g->kh * g->kw, k = g->channels * khw, ow = g->out_w;
+    const long khw = g->kh * g->kw, k = g->channels * khw;
+    // A 1×1 stride-1 layer reading rows as long as its output's: the band's rows are one run of
+    // pixels, cut into tiles of the widest kind (a 32-pixel row would be 11 + 11 + 10).
+    const int flat = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && wp == g->out_w;
+    const long ow = flat ? (oh1 - oh0) * g->out_w : g->out_w;
+    if (flat) { oh1 = oh0 + 1; }
     const long np_max = kern->direct_np, pieces = (ow + np_max - 1) / np_max;
     const cd_tile_fn (*table)[2][CD_NP_MAX] = x_blocked ? kern->blocked_tiles : kern->direct_tiles;
     const cd_tile_fn *tiles_one = table[0][g->sw - 1];
@@ -94,7 +99,7 @@ static void cb_direct_sums(const cg_kernels *kern, const cg_conv *g, const float
         const float *wc = w + (b0 * k + c0 * khw) * 16;
         const float *xc = x + c0 * hp * wp;
         for (long oh = oh0; oh < oh1; oh++) {
-            const float *xrow = xc + oh * g->sh * wp * lane;
+            const float *xrow = xc + oh * g->sh * wp * lane; // (flat: row oh0's first pixel, the run's)
             float *arow = acc + (oh - oh0) * ow * 16;
             for (long pass = 0; pass < passes; pass++) {
                 long col = 0;
