@@ -245,6 +245,10 @@ CV_WIDTHS(CV_DEFINE, 1)
 CV_WIDTHS(CV_DEFINE, 2)
 #define CV_NAME(NP, SW) cv_direct_##NP##_##SW,
 static const cd_tile_fn cv_direct_tiles[1][2][CD_NP_MAX] = {{{CV_WIDTHS(CV_NAME, 1)}, {CV_WIDTHS(CV_NAME, 2)}}};
+// The same tiles on a channel-blocked input (cortado_blocked.c): pixels 16 · stride floats apart.
+CV_WIDTHS(CV_DEFINE, 16)
+CV_WIDTHS(CV_DEFINE, 32)
+static const cd_tile_fn cv_blocked_tiles[1][2][CD_NP_MAX] = {{{CV_WIDTHS(CV_NAME, 16)}, {CV_WIDTHS(CV_NAME, 32)}}};
 
 // One block's blocked sums to planar rows: the epilogue on each pixel's 16 channels, then
 // 8 × 8 transposes (pixels × channels) into the rows of the block's channels.
@@ -290,6 +294,10 @@ CV_TARGET static void cv_direct_finish(const float *acc, long pixels, long lanes
 
 CG_DEPTHWISE_PLANE(cv_depthwise_plane, CV_TARGET)
 
+// MARK: The channel-blocked layout
+
+CG_BLOCKED_KERNELS(cv, CV_TARGET)
+
 const cg_kernels cg_kernels_avx2 = {
     .tile = cv_tile,
     .tile_in_place = cv_tile_in_place,
@@ -303,6 +311,9 @@ const cg_kernels cg_kernels_avx2 = {
     .direct_finish = cv_direct_finish,
     .depthwise_plane = cv_depthwise_plane,
     .max_pool_row = cg_plain_max_pool_row,
+    .blocked_tiles = cv_blocked_tiles,
+    .blocked_finish = cv_blocked_finish,
+    .blocked_depthwise = cv_blocked_depthwise,
 };
 
 #endif

@@ -372,6 +372,12 @@ static const cd_tile_fn cd_tiles[2][2][CD_NP_MAX] = {
     {{CD_WIDTHS(CD_NAME, 1, 1)}, {CD_WIDTHS(CD_NAME, 1, 2)}},
     {{CD_WIDTHS(CD_NAME, 2, 1)}, {CD_WIDTHS(CD_NAME, 2, 2)}},
 };
+// The same tiles on a channel-blocked input (cortado_blocked.c): pixels 16 · stride floats apart.
+CD_WIDTHS(CD_DEFINE, 1, 16) CD_WIDTHS(CD_DEFINE, 2, 16) CD_WIDTHS(CD_DEFINE, 1, 32) CD_WIDTHS(CD_DEFINE, 2, 32)
+static const cd_tile_fn cd_blocked_tiles[2][2][CD_NP_MAX] = {
+    {{CD_WIDTHS(CD_NAME, 1, 16)}, {CD_WIDTHS(CD_NAME, 1, 32)}},
+    {{CD_WIDTHS(CD_NAME, 2, 16)}, {CD_WIDTHS(CD_NAME, 2, 32)}},
+};
 
 // MARK: Finishing a unit
 
@@ -464,6 +470,10 @@ CG_TARGET static void cp_max_pool_2x2_row(const float *r0, const float *r1, floa
 
 CG_DEPTHWISE_PLANE(cp_depthwise_plane, CG_TARGET)
 
+// MARK: The channel-blocked layout
+
+CG_BLOCKED_KERNELS(cp, CG_TARGET)
+
 const cg_kernels cg_kernels_avx512 = {
     .tile = cg_tile,
     .tile_in_place = cg_tile_in_place,
@@ -477,6 +487,9 @@ const cg_kernels cg_kernels_avx512 = {
     .direct_finish = cd_finish_block,
     .depthwise_plane = cp_depthwise_plane,
     .max_pool_row = cp_max_pool_2x2_row,
+    .blocked_tiles = cd_blocked_tiles,
+    .blocked_finish = cp_blocked_finish,
+    .blocked_depthwise = cp_blocked_depthwise,
 };
 
 #endif

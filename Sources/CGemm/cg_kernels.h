@@ -28,6 +28,17 @@ typedef void (*cg_tile_a_ptrs_fn)(long kc, const float *const *a, long p0, const
 typedef void (*cd_tile_fn)(long cc, long kh, long kw, long row_step, long dw, long plane, const float *x, const float *w,
                            long wstride, float *acc, long bstride, int first);
 
+// One block's blocked sums (pixel q's 16 channels at acc + 16q) into a blocked output: v·s + t
+// (s, t: 16 lanes), plus the residual's pixel q when res is not NULL, then the activation act
+// (a cg_activation; leaky ReLU's slope alpha), to dst + 16q.
+typedef void (*cg_blocked_finish_fn)(const float *acc, long pixels, const float *s, const float *t, int act, float alpha,
+                                     const float *res, float *dst);
+// Output rows [oh0, oh1) of one block of 16 channels of a depthwise 3×3 in the blocked layout:
+// x the block's input [h][w][16], w its weights [9][16], y its output [out_h][out_w][16], then
+// v·s + t and the activation as cg_blocked_finish_fn. Any padding; strides 1 and 2.
+typedef void (*cg_blocked_depthwise_fn)(const cg_conv *g, const float *x, const float *w, const float *s, const float *t, int act,
+                                        float alpha, long oh0, long oh1, float *y);
+
 // The widest direct tile in pixels any path has.
 #define CD_NP_MAX 14
 
@@ -53,6 +64,12 @@ typedef struct {
     // (when e is not NULL).
     void (*depthwise_plane)(const float *xp, long wp, long sh, long sw, const float *w, long out_h, long out_w, float *y,
                             float s, float t, const cg_epilogue *e);
+    // The channel-blocked layout (cortado_blocked.c; NULL where a path has none): direct tiles
+    // that read a blocked input (pixels 16·stride floats apart), indexed as direct_tiles; one
+    // block's sums finished into a blocked output; a blocked depthwise 3×3 (cg_blocked_*_fn).
+    const cd_tile_fn (*blocked_tiles)[2][CD_NP_MAX];
+    cg_blocked_finish_fn blocked_finish;
+    cg_blocked_depthwise_fn blocked_depthwise;
 } cg_kernels;
 
 // The table of the path in use (cg_isa()).
@@ -123,6 +140,78 @@ static inline float cg_epi_shift(const cg_epilogue *e, long ch) { return e->shif
                 for (long i = 0; i < out_w; i++) { float v = out[i] * s + t; out[i] = v < 0.0f ? v * alpha : v; } \
             } else { \
                 for (long i = 0; i < out_w; i++) out[i] = out[i] * s + t; \
+            } \
+        } \
+    }
+
+// The blocked layout's finish and depthwise kernels of one path (cg_blocked_finish_fn,
+// cg_blocked_depthwise_fn), named PREFIX_blocked_finish / PREFIX_blocked_depthwise and compiled
+// with TARGET: written once on a 16-lane vector type, which each target lowers to its own
+// registers (one zmm, two ymm, four xmm or NEON q registers).
+typedef float cg_v16 __attribute__((vector_size(64), aligned(4)));
+typedef int cg_v16i __attribute__((vector_size(64), aligned(4)));
+#define CG_V16(p) (*(const cg_v16 *)(p))
+// The activation on v: ReLU keeps NaN and −0 (v < 0 only is replaced), as cg_epi1.
+#define CG_V16_ACT(v, act, alpha) do { \
+        if ((act) == CG_ACT_RELU) { cg_v16i neg_ = (v) < (cg_v16){0}; (v) = (cg_v16)((cg_v16i)(v) & ~neg_); } \
+        else if ((act) == CG_ACT_LEAKY_RELU) { cg_v16i neg_ = (v) < (cg_v16){0}; \
+            (v) = (cg_v16)(((cg_v16i)(v) & ~neg_) | ((cg_v16i)((v) * (alpha)) & neg_)); } \
+    } while (0)
+#define CG_BLOCKED_KERNELS(PREFIX, TARGET) \
+    TARGET static void PREFIX##_blocked_finish(const float *acc, long pixels, const float *s, const float *t, int act, float alpha, \
+                                               const float *res, float *dst) { \
+        const cg_v16 sv = CG_V16(s), tv = CG_V16(t); \
+        for (long q = 0; q < pixels; q++) { \
+            cg_v16 v = CG_V16(acc + 16 * q) * sv + tv; \
+            if (res) v += CG_V16(res + 16 * q); \
+            CG_V16_ACT(v, act, alpha); \
+            *(cg_v16 *)(dst + 16 * q) = v; \
+        } \
+    } \
+    TARGET static void PREFIX##_blocked_depthwise(const cg_conv *g, const float *x, const float *w, const float *s, const float *t, \
+                                                  int act, float alpha, long oh0, long oh1, float *y) { \
+        const long H = g->h, W = g->w, OW = g->out_w, sh = g->sh, sw = g->sw, ph = g->pad_h, pw = g->pad_w; \
+        const cg_v16 k0 = CG_V16(w), k1 = CG_V16(w + 16), k2 = CG_V16(w + 32), k3 = CG_V16(w + 48), k4 = CG_V16(w + 64); \
+        const cg_v16 k5 = CG_V16(w + 80), k6 = CG_V16(w + 96), k7 = CG_V16(w + 112), k8 = CG_V16(w + 128); \
+        const cg_v16 sv = CG_V16(s), tv = CG_V16(t); \
+        /* Output columns [lo, hi) read only columns inside the input. */ \
+        long lo = cg_min(OW, (pw + sw - 1) / sw), hi = W - 3 + pw >= 0 ? cg_min(OW, (W - 3 + pw) / sw + 1) : 0; \
+        if (hi < lo) hi = lo; \
+        for (long oh = oh0; oh < oh1; oh++) { \
+            const long ih = oh * sh - ph; \
+            float *out = y + oh * OW * 16; \
+            const int inner = ih >= 0 && ih + 2 < H; \
+            if (inner) { \
+                const float *r0 = x + ih * W * 16, *r1 = r0 + W * 16, *r2 = r1 + W * 16; \
+                for (long ow = lo; ow < hi; ow++) { \
+                    const long c = (ow * sw - pw) * 16; \
+                    cg_v16 a = k0 * CG_V16(r0 + c) + k1 * CG_V16(r0 + c + 16) + k2 * CG_V16(r0 + c + 32); \
+                    cg_v16 b = k3 * CG_V16(r1 + c) + k4 * CG_V16(r1 + c + 16) + k5 * CG_V16(r1 + c + 32); \
+                    cg_v16 d = k6 * CG_V16(r2 + c) + k7 * CG_V16(r2 + c + 16) + k8 * CG_V16(r2 + c + 32); \
+                    cg_v16 v = (a + b + d) * sv + tv; \
+                    CG_V16_ACT(v, act, alpha); \
+                    *(cg_v16 *)(out + ow * 16) = v; \
+                } \
+            } \
+            /* Pixels whose window crosses the border: the taps inside the input only. */ \
+            const cg_v16 k[9] = {k0, k1, k2, k3, k4, k5, k6, k7, k8}; \
+            for (long ow = 0; ow < OW; ow++) { \
+                if (inner && ow == lo && hi > lo) { ow = hi - 1; continue; } \
+                cg_v16 a = (cg_v16){0}, b = (cg_v16){0}, d = (cg_v16){0}; \
+                const long iw0 = ow * sw - pw; \
+                for (long i = 0; i < 3; i++) { \
+                    if (ih + i < 0 || ih + i >= H) continue; \
+                    const float *row = x + (ih + i) * W * 16; \
+                    cg_v16 r = (cg_v16){0}; \
+                    for (long j = 0; j < 3; j++) { \
+                        if (iw0 + j < 0 || iw0 + j >= W) continue; \
+                        r += k[3 * i + j] * CG_V16(row + (iw0 + j) * 16); \
+                    } \
+                    if (i == 0) a = r; else if (i == 1) b = r; else d = r; \
+                } \
+                cg_v16 v = (a + b + d) * sv + tv; \
+                CG_V16_ACT(v, act, alpha); \
+                *(cg_v16 *)(out + ow * 16) = v; \
             } \
         } \
     }

@@ -104,6 +104,10 @@ PT_WIDTHS(PT_DEFINE, 1)
 PT_WIDTHS(PT_DEFINE, 2)
 #define PT_NAME(NP, SW) pt_direct_##NP##_##SW,
 static const cd_tile_fn pt_direct_tiles[1][2][CD_NP_MAX] = {{{PT_WIDTHS(PT_NAME, 1)}, {PT_WIDTHS(PT_NAME, 2)}}};
+// The same tiles on a channel-blocked input (cortado_blocked.c): pixels 16 · stride floats apart.
+PT_WIDTHS(PT_DEFINE, 16)
+PT_WIDTHS(PT_DEFINE, 32)
+static const cd_tile_fn pt_blocked_tiles[1][2][CD_NP_MAX] = {{{PT_WIDTHS(PT_NAME, 16)}, {PT_WIDTHS(PT_NAME, 32)}}};
 
 void cg_plain_direct_finish(const float *acc, long pixels, long lanes, long channel, const cg_epilogue *e, float *dst, long ld) {
     for (long l = 0; l < lanes; l++) {
@@ -127,6 +131,10 @@ void cg_plain_max_pool_row(const float *r0, const float *r1, float *out, long co
 
 CG_DEPTHWISE_PLANE(pt_depthwise_plane, )
 
+// MARK: The channel-blocked layout
+
+CG_BLOCKED_KERNELS(pt, )
+
 const cg_kernels cg_kernels_portable = {
     .tile = pt_tile,
     .tile_in_place = pt_tile_in_place,
@@ -140,4 +148,7 @@ const cg_kernels cg_kernels_portable = {
     .direct_finish = cg_plain_direct_finish,
     .depthwise_plane = pt_depthwise_plane,
     .max_pool_row = cg_plain_max_pool_row,
+    .blocked_tiles = pt_blocked_tiles,
+    .blocked_finish = pt_blocked_finish,
+    .blocked_depthwise = pt_blocked_depthwise,
 };

@@ -625,7 +625,9 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         for node in graph.nodes {
             var line = "  \(node.name): \(node.type)"
             if let plan = defaultPlan {
-                line += " → " + node.outputs.map { plan.blobs[$0].map { "\($0.shape)" } ?? "?" }.joined(separator: ", ")
+                // (A blob between a fused blocked pair is never stored: "in cache".)
+                let fused = plan.blockedSteps.contains { $0.hasPrefix(node.name + " + ") }
+                line += " → " + node.outputs.map { plan.blobs[$0].map { "\($0.shape)" } ?? (fused ? "in cache" : "?") }.joined(separator: ", ")
             }
             let detail = node.layer.detail
             if !detail.isEmpty { line += "  (\(detail))" }
@@ -634,6 +636,9 @@ final class NNCompiledNetwork: MLCompiledModel, @unchecked Sendable {
         }
         if let plan = defaultPlan {
             lines.append("workspace: \(plan.blobFloats * 4 / 1024) KiB of blobs + \(plan.scratchFloats * 4 / 1024) KiB scratch")
+            if !plan.blockedSteps.isEmpty {
+                lines.append("channel-blocked layout (NCHW16c): \(plan.blockedSteps.count) layers (\(plan.blockedSteps.joined(separator: ", "))), \(plan.reorderSteps) reorders to planar")
+            }
             if !plan.rowInputs.isEmpty {
                 lines.append("read where the request holds them (float32 arrays, not copied): " + plan.rowInputs.joined(separator: ", "))
             }

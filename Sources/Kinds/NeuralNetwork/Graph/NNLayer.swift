@@ -77,7 +77,11 @@ public struct NNShape: Hashable, Sendable, CustomStringConvertible {
 public struct NNTensor: Sendable {
     public var offset: Int
     public var shape: NNShape
+    /// Laid out channel-blocked, `[images][ceil(C/16)][H][W][16]` (`NNBlockedLayout`), not planar.
+    public var blocked = false
     public var count: Int { shape.count }
+    /// Floats the blob takes in the workspace (a blocked one pads its channels to 16).
+    public var floats: Int { blocked ? shape.images * ((shape.c + 15) / 16 * 16) * shape.hw : count }
 }
 
 /// What a kernel gets when it runs: the workspace, its scratch space and the threads it may use.

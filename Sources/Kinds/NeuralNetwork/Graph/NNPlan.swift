@@ -43,6 +43,10 @@ final class NNPlan: @unchecked Sendable {
     /// Network inputs read only by `NNRowReading` layers (as their first input): a batch of
     /// float32 arrays may leave them in the requests (`run(on:threads:times:rows:)`).
     let rowInputs: [String]
+    /// Layers that read or write a channel-blocked blob (`NNBlockedLayout`), and the reorders
+    /// to planar the plan added.
+    private(set) var blockedSteps: [String] = []
+    private(set) var reorderSteps = 0
 
     private let graph: NNGraph
     private let kept: Set<String>
@@ -127,6 +131,16 @@ final class NNPlan: @unchecked Sendable {
             }
         }
 
+        // The channel-blocked layout (a whole network only): its steps, reorders included, and
+        // each blob's last reader among them.
+        let layout = start == 0 && end == graph.nodes.count
+            ? NNBlockedLayout(nodes: graph.nodes[start..<end], shapes: shapes, kept: outputs) : nil
+        if let layout { lastUse = layout.lastUse(keeping: outputs) }
+        let items = layout?.items ?? graph.nodes[start..<end].map {
+            NNBlockedLayout.Item(layer: $0.layer, inputs: $0.inputs, outputs: $0.outputs, name: $0.name, type: $0.type,
+                                 blockedInputs: $0.inputs.map { _ in false }, blockedOutputs: $0.outputs.map { _ in false })
+        }
+
         // Offsets: first fit in a free list, released after each blob's last reader.
         var arena = Arena()
         var place: [String: NNTensor] = [:]
@@ -139,36 +153,44 @@ final class NNPlan: @unchecked Sendable {
         var scratch = 0
         // Every read of each blob: (step, input index).
         var reads: [String: [(step: Int, input: Int)]] = [:]
-        for index in start..<end {
-            let node = graph.nodes[index]
+        for (position, node) in items.enumerated() {
+            // (A position in the layout's steps, else the graph's index.)
+            let index = layout == nil ? start + position : position
             for (k, name) in node.inputs.enumerated() { reads[name, default: []].append((steps.count, k)) }
             let inTensors = node.inputs.map { place[$0]! }
             scratch = max(scratch, node.layer.scratchCount(inTensors.map(\.shape)))
             var outTensors: [NNTensor] = []
             for (k, name) in node.outputs.enumerated() {
-                let shape = shapes[name]!
+                let shape = shapes[name] ?? place[node.inputs[0]]!.shape // (a reorder's copy: its input's shape)
                 if k == 0, node.layer.runsInPlace, let first = node.inputs.first, lastUse[first] == index,
                    !outputs.contains(first), node.inputs.dropFirst().allSatisfy({ $0 != first }),
-                   place[first]!.count == shape.count {
+                   place[first]!.count == shape.count, !place[first]!.blocked {
                     outTensors.append(NNTensor(offset: place[first]!.offset, shape: shape))
                     lastUse[first] = -2 // handed over: do not free
                 } else {
-                    outTensors.append(NNTensor(offset: arena.allocate(shape.count), shape: shape))
+                    var tensor = NNTensor(offset: 0, shape: shape, blocked: node.blockedOutputs[k])
+                    tensor.offset = arena.allocate(tensor.floats)
+                    outTensors.append(tensor)
                 }
                 place[name] = outTensors.last!
             }
-            let note = node.layer.timingNote
-            steps.append(Step(layer: node.layer, inputs: inTensors, outputs: outTensors, name: node.name,
-                              type: note.isEmpty ? node.type : "\(node.type) (\(note))",
+            var readTensors = inTensors
+            for k in readTensors.indices { readTensors[k].blocked = node.blockedInputs[k] }
+            steps.append(Step(layer: node.layer, inputs: readTensors, outputs: outTensors, name: node.name,
+                              type: NNBlockedLayout.type(node.type, note: node.layer.timingNote, item: node),
                               writesNothing: outTensors.allSatisfy { $0.count == 0 }))
             for name in Set(node.inputs) where lastUse[name] == index {
-                arena.free(place[name]!.offset, place[name]!.count)
+                arena.free(place[name]!.offset, place[name]!.floats)
             }
             // Outputs nobody reads are freed at once (their memory is still written).
             for name in node.outputs where lastUse[name] == nil {
-                arena.free(place[name]!.offset, place[name]!.count)
+                arena.free(place[name]!.offset, place[name]!.floats)
             }
         }
+        blockedSteps = steps.filter {
+            !($0.layer is NNBlockedReorder) && ($0.inputs.contains(where: \.blocked) || $0.outputs.contains(where: \.blocked))
+        }.map(\.name)
+        reorderSteps = steps.filter { $0.layer is NNBlockedReorder }.count
         if end < graph.nodes.count {
             let live = place.keys.filter { (lastUse[$0] ?? -1) >= end }.sorted()
             pending = Pending(node: end, live: live, known: known)

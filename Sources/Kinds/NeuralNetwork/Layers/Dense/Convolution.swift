@@ -63,6 +63,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNR
     let choiceLock = NSLock()
     /// Whether the depthwise 3×3 kernel runs it (`Convolution+Depthwise.swift`).
     let depthwise: Bool
+    /// Its weights for the blocked layout's kernel (`Convolution+Blocked.swift`), once a plan runs it so.
+    var blockedDepthwiseWeights: [Float]?
     let weightForm: String
     private(set) var post: NNChannelEpilogue
     /// A 2×2 stride-2 max pooling (no padding) folded in: the output is the pooled image.
@@ -265,7 +267,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNR
     }
 
     func scratchCount(_ inputs: [NNShape]) -> Int {
-        let own = ownScratchCount(inputs)
+        let own = Swift.max(ownScratchCount(inputs), blockedScratch(inputs))
         // A residual that broadcasts: the convolution goes to scratch, then the add.
         guard residual, let convOut = try? convolutionShape(inputs[0]), let outs = try? outputShapes(inputs),
               convOut != outs[0] || inputs[1] != outs[0] else { return own }
@@ -294,7 +296,9 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNR
         let xs = inputs[0].shape, ys = outputs[0].shape
         let g = try! geometry(h: xs.h, w: xs.w)
         if packed == nil && ruleAlgorithm != nil { chooseAlgorithm(inputs.map(\.shape)) } // (plans choose first)
-        if deconvolution {
+        if inputs.contains(where: \.blocked) || outputs[0].blocked {
+            runBlocked(inputs: inputs, output: outputs[0], g: g, context: context)
+        } else if deconvolution {
             runDeconvolution(x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), ys: ys, g: g, context: context)
         } else if depthwise {
             runDepthwise(x: context.pointer(inputs[0]), xs: xs, y: context.pointer(outputs[0]), g: g, context: context)
