@@ -240,20 +240,20 @@ static void cw2_row_run(const cw2_layout *l, long b, long ty, long s, long *q0, 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-// Row ty of tiles of channels [c0, c1), AVX-512, when a row of tiles fits one zmm register (tw ≤
-// 15, so a patch row of 2·tw + 2 ≤ 32 values is two registers): each of the four input rows is
-// read once with masked loads (the zero borders are the masked-off lanes), split into even and
-// odd columns, and Bᵀ is applied across and then down, tile by tile in the lanes; the 16 values
-// of the row's tiles go to v + ξ·xi_stride + at + c·np with one masked store each.
-CW2_AVX512 static void cw2_input_row_tiles_avx512(const cg_conv *g, const float *x, long c0, long c1, long ty, long tw, float *v,
-                                                  long xi_stride, long at, long np) {
+// Tiles [x0, x0 + tw) of row ty of channels [c0, c1), AVX-512, tw ≤ 15 (a patch row of 2·tw + 2
+// ≤ 32 values is two registers): each of the four input rows is read once with masked loads (the
+// zero borders are the masked-off lanes), split into even and odd columns, and Bᵀ is applied
+// across and then down, tile by tile in the lanes; the 16 values of the tiles go to
+// v + ξ·xi_stride + at + c·np with one masked store each.
+CW2_AVX512 static void cw2_input_row_tiles_avx512(const cg_conv *g, const float *x, long c0, long c1, long ty, long x0, long tw,
+                                                  float *v, long xi_stride, long at, long np) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     const __m512i even2 = _mm512_setr_epi32(2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 0);
     const __m512i odd2 = _mm512_setr_epi32(3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, 1);
-    long bw = 2 * tw + 2;
-    // Patch-row columns [lo, hi) come from the input (input column = column − pad_w).
-    long lo = cg_max(0, g->pad_w), hi = cg_min(bw, g->w + g->pad_w);
+    long bw = 2 * tw + 2, col0 = 2 * x0 - g->pad_w; // patch column k is input column col0 + k
+    // Patch columns [lo, hi) come from the input.
+    long lo = cg_max(0, -col0), hi = cg_min(bw, g->w - col0);
     __mmask16 m_lo = 0, m_hi = 0, store = (__mmask16)((1u << tw) - 1);
     for (long k = lo; k < hi; k++) {
         if (k < 16) m_lo |= (__mmask16)(1u << k);
@@ -272,7 +272,7 @@ CW2_AVX512 static void cw2_input_row_tiles_avx512(const cg_conv *g, const float 
             __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
             if (inside[r]) {
                 // Lane k of a (k of b + 16) is patch column k: input column k − pad_w of row ih.
-                const float *src = plane + ih[r] * g->w - g->pad_w;
+                const float *src = plane + ih[r] * g->w + col0;
                 a = _mm512_maskz_loadu_ps(m_lo, src);
                 b = _mm512_maskz_loadu_ps(m_hi, src + 16);
             }
@@ -308,10 +308,12 @@ void cg_winograd2_input(const cg_conv *g, const float *x, long c0, long c1, floa
     for (long ty = 0; ty < th; ty++) {
         long band = ty / lay.band_rows, runs = cw2_row_runs(&lay, ty);
 #if defined(__x86_64__)
-        if (cg_isa() == CG_ISA_AVX512 && lay.rows_per_piece && tw <= 15) {
-            long q0, np, x0, w;
-            cw2_row_run(&lay, band, ty, 0, &q0, &np, &x0, &w);
-            cw2_input_row_tiles_avx512(g, x, c0, c1, ty, tw, v, xi_stride, q0 * ch + (ty * tw - q0), np);
+        if (cg_isa() == CG_ISA_AVX512 && lay.np_max <= 15) {
+            for (long s = 0; s < runs; s++) {
+                long q0, np, x0, w;
+                cw2_row_run(&lay, band, ty, s, &q0, &np, &x0, &w);
+                cw2_input_row_tiles_avx512(g, x, c0, c1, ty, x0, w, v, xi_stride, q0 * ch + (ty * tw + x0 - q0), np);
+            }
             continue;
         }
 #endif
