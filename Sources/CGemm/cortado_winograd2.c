@@ -212,7 +212,8 @@ size_t cg_winograd2_input_count(const cg_conv *g) { return (size_t)(16 * cw2_xi_
 size_t cg_winograd2_workspace_count(const cg_conv *g) {
     long tw = cw2_tiles_w(g);
     size_t input = (size_t)(4 * (2 * tw + 2) + 32 * tw + 4 * tw + 64);
-    size_t unit = (size_t)(16 * CW2_GROUP_BLOCKS * cw2_band_tiles(g) * 16 + 4 * 16 + 64);
+    // The sums, one tile's output, and a band's pixels in blocks of 16 channels (cw2_finish).
+    size_t unit = (size_t)(16 * CW2_GROUP_BLOCKS * cw2_band_tiles(g) * 16 + 4 * 16 + 2 * cw2_band_rows(g) * g->out_w * 16 + 64);
     return (input > unit ? input : unit) + 16;
 }
 
@@ -381,7 +382,7 @@ void cg_winograd2_conv(const cg_conv *g, const float *v, const float *w, long m,
     float *acc = cw2_aligned(workspace);
     // Sums of block b (of the group), position ξ, tile q of the band at acc + (ξ·GROUP + b)·bstride + 16q.
     long bstride = band_tiles * 16, xi_acc = CW2_GROUP_BLOCKS * bstride;
-    float *out = acc + 16 * xi_acc;
+    float *out = acc + 16 * xi_acc, *pixels = out + 64;
     const cd_tile_fn *tiles_one = kern->direct_tiles[0][0];
     const cd_tile_fn *tiles_two = kern->direct_blocks == 2 ? kern->direct_tiles[1][0] : NULL;
     for (long u = u0; u < u1; u++) {
@@ -408,6 +409,22 @@ void cg_winograd2_conv(const cg_conv *g, const float *v, const float *w, long m,
         }
         for (long b = 0; b < gn; b++) {
             long channel = (g0 + b) * 16, lanes = cg_min(16, m - channel);
+            if (!(epilogue && epilogue->residual)) {
+                // The band's pixels in raster order, 16 channels each, then the path's finishing of
+                // direct-kernel blocks: the epilogue per vector, a transpose, and whole rows of
+                // each channel stored at once.
+                long row0 = 2 * (t0 / tw), rows = cg_min(g->out_h, 2 * ((t1 - 1) / tw + 1)) - row0, ow_n = g->out_w;
+                static const float ones[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, zeros[16] = {0};
+                for (long q = t0; q < t1; q++) {
+                    long ty = q / tw, tx = q % tw, oh = 2 * ty - row0, ow = 2 * tx;
+                    out_fn(acc + b * bstride + (q - t0) * 16, xi_acc, ones, zeros, out);
+                    for (long i = 0; i < 2 && oh + i < rows; i++) {
+                        for (long k = 0; k < 2 && ow + k < ow_n; k++) memcpy(pixels + ((oh + i) * ow_n + ow + k) * 16, out + 16 * (2 * i + k), 64);
+                    }
+                }
+                kern->direct_finish(pixels, rows * ow_n, lanes, channel, epilogue, y + channel * n + row0 * ow_n, n);
+                continue;
+            }
             float sc[16], sh[16];
             for (long l = 0; l < 16; l++) {
                 sc[l] = epilogue && epilogue->scale && l < lanes ? epilogue->scale[channel + l] : 1.0f;
