@@ -1,13 +1,14 @@
-"""Winograd F(4×4, 3×3) convolution and the convolution algorithm chosen by measurement.
+"""Winograd F(4×4, 3×3) and F(2×2, 3×3) convolution and the convolution algorithm chosen by measurement.
 
-3×3, stride-1, ungrouped convolutions may run as Winograd (Sources/CGemm/cortado_winograd.c);
-which algorithm a layer runs (GEMM, direct, Winograd) is measured when its first plan is made,
+3×3, stride-1, ungrouped convolutions may run as Winograd (Sources/CGemm/cortado_winograd.c,
+F(4×4, 3×3), algorithm `winograd`; cortado_winograd2.c, F(2×2, 3×3), algorithm `winograd2`);
+which algorithm a layer runs (GEMM, direct, either Winograd) is measured when its first plan is made,
 or forced with CORTADO_CONV_ALGO. Each case here is a NeuralNetwork model built with
 coremltools' builder: odd map sizes (not multiples of the 4×4 tile, 1×1 maps), channel counts
 1, 3, 17, 32, 64, every padding mode (valid with asymmetric borders, same in both asymmetry
 modes), bias, folded batch norm and activations, a folded residual add and a folded 2×2 max
 pooling. Each is checked against a float64 NumPy reference written from the layer definitions,
-rtol 1e-4 and atol 1e-4 × the largest reference value, with the algorithm forced to Winograd on
+rtol 1e-4 and atol 1e-4 × the largest reference value, with the algorithm forced to each Winograd on
 every kernel path the CPU has (CORTADO_ISA; the portable path has no packed kernels, so the
 layers go to OpenBLAS there and the answers must still agree) and left to the measurement.
 `cortado inspect` shows which algorithm a layer runs, so a forced case cannot pass by not
@@ -60,6 +61,8 @@ CASES = {
     "c32_9x10_residual": (32, 32, 9, 10, ("same", False), {"bias", "residual", "relu"}),
     "c16_14x13_pool": (16, 32, 14, 13, ("same", False), {"bias", "pool"}),
     "c64_26x26_measured": (64, 64, 26, 26, ("same", False), {"bias", "relu"}),
+    # More than one group of 8 blocks of 16 output channels (F(2×2)'s units), the last partial.
+    "c40_150_13x13_groups": (40, 150, 13, 13, ("same", False), {"bias", "relu"}),
 }
 
 
@@ -142,13 +145,15 @@ def conv_line(model, isa, algo):
     return lines[0]
 
 
+@pytest.mark.parametrize("algo", ["winograd", "winograd2"])
 @pytest.mark.parametrize("isa", PATHS)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_winograd_forced(case, isa, tmp_path, monkeypatch):
-    """Winograd forced, on each kernel path: the reference's answers, and inspect says so."""
-    model = run(case, isa, "winograd", tmp_path, monkeypatch)
+def test_winograd_forced(case, isa, algo, tmp_path, monkeypatch):
+    """Winograd forced, F(4×4, 3×3) (`winograd`) or F(2×2, 3×3) (`winograd2`), on each kernel
+    path: the reference's answers, and inspect says so."""
+    model = run(case, isa, algo, tmp_path, monkeypatch)
     if isa != "portable":
-        assert "algorithm winograd (forced)" in conv_line(model, isa, "winograd")
+        assert f"algorithm {algo} (forced)" in conv_line(model, isa, algo)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -62,6 +62,27 @@ long cg_winograd_units(const cg_conv *g, long m);
 void cg_winograd_conv(const cg_conv *g, const float *v, const float *w, long m, long u0, long u1, float *y,
                       const cg_epilogue *epilogue, float *workspace);
 
+/*
+ * Winograd F(2×2, 3×3) (cortado_winograd2.c), the same interface with 2 × 2 output tiles, each
+ * reading a 4 × 4 patch: Bᵀ (4 × 4), G (4 × 3) and Aᵀ (2 × 4) in place of the 6 × 6 ones,
+ * 16 products per tile, so 4 multiplications per output pixel and channel pair instead of 9,
+ * weights 16/9 the direct ones (F(4×4): 36/9), and transforms whose coefficients are 0, ±1
+ * and ±1/2 (errors near the direct convolution's). It suits small maps with many channels,
+ * e.g. 13 × 13 (49 tiles for 169 pixels, against F(4×4)'s 16 tiles of 256 pixels, with four
+ * times the weights to stream per use). Units: a group of up to 8 blocks of 16 output
+ * channels × a band of tiles; a unit runs the 16 products position by position (that
+ * position's transformed input stays in cache across the group's blocks), then the output
+ * transform, the epilogue and the stores. The weights are [ξ][⌈m/16⌉][C][16] for 16 ξ.
+ */
+size_t cg_winograd2_weights_count(long m, long c);
+void cg_winograd2_pack(const float *w, long m, long c, float *dst);
+size_t cg_winograd2_input_count(const cg_conv *g);
+size_t cg_winograd2_workspace_count(const cg_conv *g);
+void cg_winograd2_input(const cg_conv *g, const float *x, long c0, long c1, float *v, float *workspace);
+long cg_winograd2_units(const cg_conv *g, long m);
+void cg_winograd2_conv(const cg_conv *g, const float *v, const float *w, long m, long u0, long u1, float *y,
+                       const cg_epilogue *epilogue, float *workspace);
+
 #ifdef __cplusplus
 }
 #endif

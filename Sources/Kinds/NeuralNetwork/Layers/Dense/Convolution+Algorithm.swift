@@ -3,7 +3,8 @@ import Foundation
 
 /// Which algorithm an ungrouped convolution on the vector kernel paths runs: the packed GEMM
 /// over im2col panels (or the input read in place, `Convolution+InPlace.swift`), the direct
-/// kernel (`Convolution+Direct.swift`) or Winograd F(4×4, 3×3) (`Convolution+Winograd.swift`).
+/// kernel (`Convolution+Direct.swift`) or Winograd F(4×4, 3×3) or F(2×2, 3×3)
+/// (`Convolution+Winograd.swift`).
 ///
 /// Chosen by measurement, as cuDNN and oneDNN do: when the layer's first plan is made (its input
 /// shape is known then; at load for a model with declared shapes), each algorithm that applies
@@ -14,11 +15,11 @@ import Foundation
 /// stores them in the compiled form, whose loads skip it too. Small layers, where
 /// timing costs more than it could save, take the fixed rule (`takesDirect`).
 ///
-/// `CORTADO_CONV_ALGO` = `gemm`, `direct`, `winograd` or `auto` (the default) forces one
+/// `CORTADO_CONV_ALGO` = `gemm`, `direct`, `winograd`, `winograd2` or `auto` (the default) forces one
 /// algorithm where it applies (tests run each this way); the older `CORTADO_CONV` = `gemm` or
 /// `direct` is read when it is unset. `cortado inspect` and `report --layers` show the choice.
 enum ConvolutionAlgorithm: String, CaseIterable, Sendable {
-    case gemm, direct, winograd
+    case gemm, direct, winograd, winograd2
 
     /// The algorithm the environment forces, or nil for measurement.
     static let forced: ConvolutionAlgorithm? = {
@@ -26,7 +27,7 @@ enum ConvolutionAlgorithm: String, CaseIterable, Sendable {
         if let value = env["CORTADO_CONV_ALGO"]?.lowercased(), !value.isEmpty {
             if value == "auto" { return nil }
             if let algorithm = ConvolutionAlgorithm(rawValue: value) { return algorithm }
-            FileHandle.standardError.write(Data("cortado: CORTADO_CONV_ALGO=\(value) is not gemm, direct, winograd or auto; using auto\n".utf8))
+            FileHandle.standardError.write(Data("cortado: CORTADO_CONV_ALGO=\(value) is not gemm, direct, winograd, winograd2 or auto; using auto\n".utf8))
             return nil
         }
         switch env["CORTADO_CONV"]?.lowercased() {
@@ -40,7 +41,7 @@ enum ConvolutionAlgorithm: String, CaseIterable, Sendable {
         switch self {
         case .gemm: return .a
         case .direct: return .direct
-        case .winograd: return .winograd
+        case .winograd, .winograd2: return .winograd
         }
     }
 }
@@ -78,7 +79,7 @@ extension ConvolutionLayer {
         switch algorithm {
         case .gemm: return !residual
         case .direct: return sw == 1 || sw == 2
-        case .winograd: return kh == 3 && kw == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1
+        case .winograd, .winograd2: return kh == 3 && kw == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1
         }
     }
 
@@ -89,6 +90,7 @@ extension ConvolutionLayer {
         case .gemm: return NNPackedWeights(a: w, m: m, k: k, ld: k)
         case .direct: return NNPackedWeights(direct: w, m: m, k: k)
         case .winograd: return NNPackedWeights(winograd: w, m: m, c: kernelChannels)
+        case .winograd2: return NNPackedWeights(winograd: w, m: m, c: kernelChannels, tile: 2)
         }
     }
 
@@ -160,21 +162,25 @@ extension ConvolutionLayer {
         let context = NNRunContext(base: base, scratch: NNPackedGemm.aligned(base + one.count + 2 * outCount + residualCount), threads: 1)
         let inputs = residual ? [input, residualTensor] : [input]
         var usable = forms
-        // Winograd against the direct result.
-        if let wino = forms.firstIndex(where: { $0.role == .winograd }) {
+        // Each Winograd form against the direct result.
+        let winograds = forms.filter { $0.role == .winograd }
+        if !winograds.isEmpty {
             let direct = forms.first { $0.role == .direct }
                 ?? unchosenWeights!.withUnsafeBufferPointer { packWeights($0.baseAddress!, for: .direct) }
             run(with: direct, inputs: inputs, output: output, g: g, context: context)
             reference.update(from: base + one.count, count: outCount)
-            run(with: forms[wino], inputs: inputs, output: output, g: g, context: context)
-            var largest: Float = 0, worst: Float = 0
-            for i in 0..<written {
-                largest = Swift.max(largest, abs(reference[i]))
-                worst = Swift.max(worst, abs(reference[i] - base[one.count + i]))
-            }
-            if !(worst <= Self.winogradTolerance * Swift.max(largest, .leastNormalMagnitude)) {
-                usable.remove(at: wino)
-                note += String(format: "winograd refused: error %.1e of the output's scale; ", worst / Swift.max(largest, .leastNormalMagnitude))
+            for wino in winograds {
+                run(with: wino, inputs: inputs, output: output, g: g, context: context)
+                var largest: Float = 0, worst: Float = 0
+                for i in 0..<written {
+                    largest = Swift.max(largest, abs(reference[i]))
+                    worst = Swift.max(worst, abs(reference[i] - base[one.count + i]))
+                }
+                if !(worst <= Self.winogradTolerance * Swift.max(largest, .leastNormalMagnitude)) {
+                    usable.removeAll { $0 === wino }
+                    note += String(format: "\(algorithmOf(wino).rawValue) refused: error %.1e of the output's scale; ",
+                                   worst / Swift.max(largest, .leastNormalMagnitude))
+                }
             }
         }
         var best = [UInt64](repeating: .max, count: usable.count)
@@ -191,16 +197,16 @@ extension ConvolutionLayer {
             for i in usable.indices { best[i] = Swift.min(best[i], time(i)) }
         }
         let fastest = best.indices.min { best[$0] < best[$1] }!
-        let names = usable.map { algorithmOf($0.role) }
+        let names = usable.map { algorithmOf($0) }
         note += usable.indices.sorted { best[$0] < best[$1] }
             .map { "\(names[$0].rawValue) " + String(format: "%.2f ms", Double(best[$0]) / 1e6) }.joined(separator: ", ")
         return (names[fastest], names, note)
     }
 
-    private func algorithmOf(_ role: NNPackedWeights.Role) -> ConvolutionAlgorithm {
-        switch role {
+    private func algorithmOf(_ packed: NNPackedWeights) -> ConvolutionAlgorithm {
+        switch packed.role {
         case .direct: return .direct
-        case .winograd: return .winograd
+        case .winograd: return packed.winogradTile == 2 ? .winograd2 : .winograd
         default: return .gemm
         }
     }

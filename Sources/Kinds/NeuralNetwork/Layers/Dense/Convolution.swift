@@ -153,7 +153,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNR
     /// On the direct kernel's path only (decided at load, from the layer alone), whose blocks
     /// add the residual while they are in cache.
     func acceptResidual() -> Bool {
-        guard !residual, !pooled, !deconvolution, ruleAlgorithm == .direct || ruleAlgorithm == .winograd, post.acceptResidual() else { return false }
+        guard !residual, !pooled, !deconvolution, ruleAlgorithm == .direct || ruleAlgorithm == .winograd || ruleAlgorithm == .winograd2, post.acceptResidual() else { return false }
         residual = true
         return true
     }

@@ -57,6 +57,8 @@ final class NNPackedWeights: @unchecked Sendable {
     let count: Int, k: Int
     /// `count` rounded up to whole panels.
     let width: Int
+    /// Winograd weights: the output tile's side, 4 (F(4×4, 3×3)) or 2 (F(2×2, 3×3)); 0 otherwise.
+    let winogradTile: Int
     let data: UnsafeMutablePointer<Float>
     private let raw: UnsafeMutableRawPointer
 
@@ -64,6 +66,7 @@ final class NNPackedWeights: @unchecked Sendable {
     /// `[Cout, Cin·kH·kW]` weights.
     init(a w: UnsafePointer<Float>, m: Int, k: Int, ld: Int) {
         role = .a
+        winogradTile = 0
         count = m
         self.k = k
         width = NNPackedGemm.roundUp(m, NNPackedGemm.mr)
@@ -75,6 +78,7 @@ final class NNPackedWeights: @unchecked Sendable {
     /// product's `[Cout, Cin]` weights as the `[Cin × Cout]` right operand.
     init(bTransposed w: UnsafePointer<Float>, n: Int, k: Int, ld: Int) {
         role = .b
+        winogradTile = 0
         count = n
         self.k = k
         width = NNPackedGemm.roundUp(n, NNPackedGemm.nr)
@@ -86,6 +90,7 @@ final class NNPackedWeights: @unchecked Sendable {
     /// `[⌈m/16⌉][k][16]` for `cg_direct_conv`.
     init(direct w: UnsafePointer<Float>, m: Int, k: Int) {
         role = .direct
+        winogradTile = 0
         count = m
         self.k = k
         width = NNPackedGemm.roundUp(m, 16)
@@ -93,15 +98,23 @@ final class NNPackedWeights: @unchecked Sendable {
         cg_direct_pack(w, m, k, data)
     }
 
-    /// Transforms `w` (a 3×3 convolution's `[m, c, 3, 3]` weights) for `cg_winograd_conv`:
-    /// 36 matrices of `c × m`, each in the direct kernel's blocks of 16 output channels.
-    init(winograd w: UnsafePointer<Float>, m: Int, c: Int) {
+    /// Transforms `w` (a 3×3 convolution's `[m, c, 3, 3]` weights) for `cg_winograd_conv`
+    /// (`tile` 4: 36 matrices of `c × m`) or `cg_winograd2_conv` (`tile` 2: 16 of them), each in
+    /// the direct kernel's blocks of 16 output channels.
+    init(winograd w: UnsafePointer<Float>, m: Int, c: Int, tile: Int = 4) {
+        precondition(tile == 4 || tile == 2, "Winograd tiles are 4×4 or 2×2")
         role = .winograd
+        winogradTile = tile
         count = m
         k = c
         width = NNPackedGemm.roundUp(m, 16)
-        (raw, data) = Self.allocate(Int(cg_winograd_weights_count(m, c)))
-        cg_winograd_pack(w, m, c, data)
+        if tile == 2 {
+            (raw, data) = Self.allocate(Int(cg_winograd2_weights_count(m, c)))
+            cg_winograd2_pack(w, m, c, data)
+        } else {
+            (raw, data) = Self.allocate(Int(cg_winograd_weights_count(m, c)))
+            cg_winograd_pack(w, m, c, data)
+        }
     }
 
     private static func allocate(_ floats: Int) -> (UnsafeMutableRawPointer, UnsafeMutablePointer<Float>) {
