@@ -53,13 +53,18 @@ struct InferRequestView: Equatable {
         /// Shared-memory placement (rare: only requests SwiftProtobuf decoded carry any).
         var parameters: [String: Inference_InferParameter] {
             get { rare?.parameters ?? [:] }
-            set { rare = Rare(newValue, rare?.contents) }
+            set { setRare(newValue, rare?.contents) }
         }
 
         /// Typed contents (`fp32_contents`, …), when the client sent them instead of raw bytes.
         var contents: Inference_InferTensorContents? {
             get { rare?.contents }
-            set { rare = Rare(rare?.parameters ?? [:], newValue) }
+            set { setRare(rare?.parameters ?? [:], newValue) }
+        }
+
+        /// A new box (boxes are shared between copies), or none when both are empty.
+        private mutating func setRare(_ parameters: [String: Inference_InferParameter], _ contents: Inference_InferTensorContents?) {
+            rare = parameters.isEmpty && contents == nil ? nil : Rare(parameters, contents)
         }
 
         /// The request's content (`declared` is how it was read, not what it says).
