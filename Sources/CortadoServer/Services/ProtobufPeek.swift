@@ -13,7 +13,13 @@ struct ProtobufReader {
 
     var atEnd: Bool { offset >= buffer.count }
 
+    @inline(__always)
     mutating func varint() -> UInt64? {
+        // One byte (field keys, short lengths) is the common case.
+        if offset < buffer.count, buffer[offset] < 0x80 {
+            offset += 1
+            return UInt64(buffer[offset - 1])
+        }
         var value: UInt64 = 0
         var shift: UInt64 = 0
         while offset < buffer.count, shift < 64 {
