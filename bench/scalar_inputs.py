@@ -13,7 +13,8 @@ alternating rounds, and the script prints the median calls/s of each and the rat
 scalar/array (goal in #23: at least 0.75). It also reads the server's own CPU time
 (/proc/PID/stat) around each run and prints the server's CPU microseconds per call: on a
 machine shared with other work the calls/s swing, the CPU cost per call much less, so the
-ratio of those (array/scalar) is printed too.
+ratio of those (array/scalar) is printed too, beside the client's (cortado-load's own CPU per
+call, from its CSV: the client shares the cores, so its cost per call bounds the calls/s too).
 
 Usage: .venv/bin/python bench/scalar_inputs.py [--bin .build/release] [--seconds 5]
        [--rounds 3] [--workers N] [--keep DIR] [--summary FILE.json]
@@ -114,6 +115,7 @@ def main():
     proc.log_path = log.name
     runs = {"scalar": [], "array": []}
     cpu_per_call = {"scalar": [], "array": []}
+    client_per_call = {"scalar": [], "array": []}
     try:
         wait_ready(url, ["scalar", "array"], proc)
         value = check_same_answer(url, row)
@@ -130,8 +132,10 @@ def main():
                 # The run's calls include its 1 s warm-up at about the same rate.
                 us = 1e6 * spent / (res["throughput"] * (a.seconds + 1))
                 cpu_per_call[model].append(us)
+                client_us = 1e6 * res["cpu_percent"] / 100 / res["throughput"]
+                client_per_call[model].append(client_us)
                 print(f"  round {r + 1} {model:<6} {res['throughput']:>10,.0f} calls/s  p50 {res['p50_us']:.0f} us  "
-                      f"server CPU {us:.1f} us/call")
+                      f"server CPU {us:.1f} us/call  client CPU {client_us:.1f} us/call")
     finally:
         stop(proc)
         log.close()
@@ -142,11 +146,14 @@ def main():
           f"scalar/array {ratio:.2f} (goal >= 0.75)")
     print(f"median server CPU per call: scalar {cpu['scalar']:.1f} us, array {cpu['array']:.1f} us; "
           f"array/scalar {cpu['array'] / cpu['scalar']:.2f} (the calls/s ratio a server bound by its own CPU reaches)")
+    client = {m: statistics.median(v) for m, v in client_per_call.items()}
+    print(f"median client CPU per call: scalar {client['scalar']:.1f} us, array {client['array']:.1f} us")
     if a.summary:
         with open(a.summary, "w") as fh:
             json.dump({"benchmark": "scalar_inputs", "cpu": common.cpu_model(), "runs": runs,
                        "median": med, "ratio": ratio,
-                       "server_cpu_us_per_call": cpu_per_call, "cpu_ratio": cpu["array"] / cpu["scalar"]}, fh, indent=1)
+                       "server_cpu_us_per_call": cpu_per_call, "cpu_ratio": cpu["array"] / cpu["scalar"],
+                       "client_cpu_us_per_call": client_per_call}, fh, indent=1)
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -1,4 +1,5 @@
 import CortadoGRPC
+import CortadoModels
 @testable import CortadoServer
 import CortadoServerProtos
 import Foundation
@@ -125,6 +126,59 @@ final class ModelInferRequestDecoderTests: XCTestCase {
         // An unknown field (99, varint), a name that is not UTF-8, truncated and malformed bytes.
         for bytes: [UInt8] in [[0x98, 0x06, 0x01], [0x0a, 0x02, 0xc3, 0x28], [0x0a, 0x05, 0x61], [0x3a], [0x08, 0x01], [0x80]] {
             XCTAssertNil(ModelInferRequestDecoder.decode(bytes), "\(bytes)")
+        }
+    }
+
+    /// Given the model's inputs, the decoder matches each tensor's name as it reads it (bytes
+    /// at the tensor's own position first). Whatever order, spelling or mistake the client
+    /// sends, the view must equal SwiftProtobuf's, and each input's `declared` position must
+    /// be the one a lookup by String would give: its own position when the names are equal,
+    /// else the first equal one, else -1.
+    func testNamesAreMatchedAgainstTheModelAsStringsWouldBe() throws {
+        // Prefixes of one another, an empty-looking neighbour, non-ASCII (é precomposed).
+        let declared = ["f1", "f10", "f", "\u{e9}t\u{e9}", "\u{65e5}\u{672c}", "x"]
+        let model = declared.map { TensorMapping(MLFeatureDescription(name: $0, type: .double), classLabels: nil, isProbabilities: false) }
+        let orders: [[String]] = [
+            declared,                                           // declared order
+            declared.reversed(),                                // every name away from its position
+            ["f10", "f1", "x", "f", "\u{65e5}\u{672c}", "\u{e9}t\u{e9}"],  // swapped prefixes
+            ["f1", "f1", "f", "f", "zz", "x"],                  // duplicates, an unknown name
+            ["f", "f1", "f10", "F1", "f1 ", ""],                // near misses
+            ["f1", "f10", "f", "e\u{301}te\u{301}", "\u{65e5}\u{672c}", "x"],  // é decomposed: equal as Strings
+            ["f1", "f10", "f", "\u{e9}t\u{e9}", "\u{65e5}", "x", "f1", "f10"],  // more tensors than inputs
+        ]
+        for sent in orders {
+            var request = Inference_ModelInferRequest()
+            request.inputs = sent.map { tensor($0, "FP64", [1, 1]) }
+            request.rawInputContents = sent.map { _ in Data(repeating: 0, count: 8) }
+            let bytes: [UInt8] = try request.serializedBytes()
+            let view = try XCTUnwrap(ModelInferRequestDecoder.decode(bytes, inputs: model), "\(sent)")
+            XCTAssertEqual(view, InferRequestView(try Inference_ModelInferRequest(serializedBytes: bytes)), "\(sent)")
+            for (i, input) in view.inputs.enumerated() {
+                let expected = i < declared.count && declared[i] == sent[i] ? i : declared.firstIndex(of: sent[i]) ?? -1
+                XCTAssertEqual(input.declared, expected, "\(sent): tensor \(i) '\(sent[i])'")
+                XCTAssertTrue(input.name == sent[i], "\(sent): tensor \(i) is named '\(input.name)'")
+            }
+        }
+        // Without the model's inputs nothing is matched.
+        var request = Inference_ModelInferRequest()
+        request.inputs = declared.map { tensor($0, "FP64", [1, 1]) }
+        XCTAssertEqual(try XCTUnwrap(ModelInferRequestDecoder.decode(try request.serializedBytes())).inputs.map(\.declared), declared.map { _ in -1 })
+        // A name that is not UTF-8 still falls back (SwiftProtobuf words the error).
+        let bad: [UInt8] = [0x2a, 0x04, 0x0a, 0x02, 0xc3, 0x28]
+        XCTAssertNil(ModelInferRequestDecoder.decode(bad, inputs: model))
+    }
+
+    /// Every datatype name of the protocol decodes to itself (read from a table, not made
+    /// from the bytes), and unknown ones keep their text.
+    func testDatatypesKeepTheirText() throws {
+        for datatype in ["FP64", "FP32", "INT64", "INT32", "BYTES", "FP16", "BOOL", "UINT8", "INT8", "INT16", "UINT16", "UINT32", "UINT64",
+                         "BF16", "FP6", "FP644", "fp64", "", "FP64\u{0}", "COMPLEX128", "\u{e9}"] {
+            var request = Inference_ModelInferRequest()
+            request.inputs = [tensor("x", datatype, [1])]
+            let bytes: [UInt8] = try request.serializedBytes()
+            try assertSameAsSwiftProtobuf(bytes)
+            XCTAssertEqual(ModelInferRequestDecoder.decode(bytes)?.inputs.first?.datatype, datatype)
         }
     }
 }

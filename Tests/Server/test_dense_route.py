@@ -34,6 +34,8 @@ _spec.loader.exec_module(conftest)
 TOL_LOGISTIC, TOL_XGB, _save = conftest.TOL_LOGISTIC, conftest.TOL_XGB, conftest._save
 
 SERVER_ARGS = ["--max-batch-size", "8", "--max-queue-delay-us", "20000", "--workers", "2"]
+# xgb6names' inputs, in declared order ("été" precomposed).
+TRICKY = ["f1", "f10", "f", "\u00e9t\u00e9", "\u65e5\u672c", "x"]
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +66,14 @@ def models(tmp_path_factory):
     x.type.multiArrayType.shape.append(6)
     x.type.multiArrayType.dataType = FeatureTypes_pb2.ArrayFeatureType.DOUBLE
     _save(root, "xgb6arr", arr)
+    # The same trees with names that are prefixes of one another and non-ASCII ones: the
+    # request decoder matches names by their bytes, at their position first.
+    tricky = ct_xgb.convert(xm, feature_names=names, target="y").get_spec()
+    for i in (3, 4, 5):
+        tricky.description.input[i].type.int64Type.SetInParent()
+    for i, name in enumerate(TRICKY):
+        tricky.description.input[i].name = name
+    _save(root, "xgb6names", tricky)
 
     X4 = rng.randn(300, 4)
     labels = np.array(["a", "b", "c"])
@@ -194,3 +204,59 @@ def test_what_the_route_cannot_take_gets_the_general_error(served, models):
     assert "INVALID_ARGUMENT" in str(err.value.status()) and "x" in err.value.message()
     # Still serving.
     np.testing.assert_allclose(client.infer("xgb6", scalar_inputs(X)).as_numpy("y").reshape(-1), models["xgb"].predict(X), **TOL_XGB)
+
+
+def named_inputs(X, names, order, ints=(3, 4, 5)):
+    """Column i of X as the scalar input names[i], the tensors in `order`."""
+    inputs = []
+    for i in order:
+        t = tc.InferInput(names[i], [X.shape[0], 1], "INT64" if i in ints else "FP64")
+        t.set_data_from_numpy(X[:, i:i + 1].astype(np.int64 if i in ints else np.float64))
+        inputs.append(t)
+    return inputs
+
+
+def test_inputs_in_any_order_and_names_that_look_alike(served, models):
+    """Each tensor finds its input by name whatever its position: declared order, reversed,
+    prefixes swapped, random orders; the answers are XGBoost's, and identical across orders."""
+    client = tc.InferenceServerClient(served.address)
+    X = models["Xt"][:5]
+    expected = models["xgb"].predict(X)
+    declared = client.infer("xgb6names", named_inputs(X, TRICKY, range(6))).as_numpy("y").reshape(-1)
+    np.testing.assert_allclose(declared, expected, **TOL_XGB)
+    rng = np.random.RandomState(5)
+    orders = [[5, 4, 3, 2, 1, 0], [1, 0, 2, 3, 4, 5], [2, 1, 0, 5, 3, 4]] + [list(rng.permutation(6)) for _ in range(4)]
+    for order in orders:
+        got = client.infer("xgb6names", named_inputs(X, TRICKY, order)).as_numpy("y").reshape(-1)
+        np.testing.assert_array_equal(got, declared, err_msg=f"order {order}")
+        # One row, as the load generator sends it.
+        one = client.infer("xgb6names", named_inputs(X[:1], TRICKY, order)).as_numpy("y").reshape(-1)
+        assert one[0] == declared[0], order
+    # "été" decomposed (e + U+0301) is the same name to the server, as before the byte match.
+    decomposed = list(TRICKY)
+    decomposed[3] = "e\u0301te\u0301"
+    for order in (range(6), [3, 0, 1, 2, 4, 5]):
+        got = client.infer("xgb6names", named_inputs(X, decomposed, order)).as_numpy("y").reshape(-1)
+        np.testing.assert_array_equal(got, declared)
+
+
+def test_duplicate_unknown_and_near_miss_names_get_the_general_errors(served, models):
+    client = tc.InferenceServerClient(served.address)
+    X = models["Xt"][:2]
+    cases = [
+        # f1 twice (in f10's place, then in its own), f10 missing.
+        (["f1", "f1", "f", TRICKY[3], TRICKY[4], "x"], "input 'f1' is given twice"),
+        (["f10", "f10", "f", TRICKY[3], TRICKY[4], "x"], "input 'f10' is given twice"),
+        (["f1", "f10", "f", TRICKY[3], "\u65e5", "x"], "has no input named '\u65e5'"),
+        (["f1", "f10 ", "f", TRICKY[3], TRICKY[4], "x"], "has no input named 'f10 '"),
+        (["F1", "f10", "f", TRICKY[3], TRICKY[4], "x"], "has no input named 'F1'"),
+    ]
+    for names, message in cases:
+        with pytest.raises(tc.InferenceServerException) as err:
+            client.infer("xgb6names", named_inputs(X, names, range(6)))
+        assert "INVALID_ARGUMENT" in str(err.value.status()) and message in err.value.message(), (names, err.value.message())
+    # A name left out: the missing-input error names it.
+    with pytest.raises(tc.InferenceServerException, match="required input 'x' is missing"):
+        client.infer("xgb6names", named_inputs(X, TRICKY, range(5)))
+    np.testing.assert_allclose(client.infer("xgb6names", named_inputs(X, TRICKY, range(6))).as_numpy("y").reshape(-1),
+                               models["xgb"].predict(X), **TOL_XGB)

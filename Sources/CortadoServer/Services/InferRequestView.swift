@@ -15,10 +15,62 @@ struct InferRequestView: Equatable {
         var datatype = ""
         /// Dimensions as sent (checked later: a negative one is an error).
         var shape: [Int] = []
+        /// The input's position among the model's inputs when the decoder already matched its
+        /// name against them (`ModelInferRequestDecoder.decode(_:inputs:)`); -1 when not.
+        var declared = -1
+        /// Parameters and typed contents, rare on the hot path: held in a box, absent when
+        /// neither is set, so copying and checking an input costs nothing for them.
+        private var rare: Rare?
+
+        private final class Rare {
+            var parameters: [String: Inference_InferParameter] = [:]
+            var contents: Inference_InferTensorContents?
+            init(_ parameters: [String: Inference_InferParameter], _ contents: Inference_InferTensorContents?) {
+                self.parameters = parameters
+                self.contents = contents
+            }
+        }
+
+        init(name: String = "", datatype: String = "", shape: [Int] = [], parameters: [String: Inference_InferParameter] = [:],
+             contents: Inference_InferTensorContents? = nil) {
+            self.name = name
+            self.datatype = datatype
+            self.shape = shape
+            if !parameters.isEmpty || contents != nil { rare = Rare(parameters, contents) }
+        }
+
+        /// An input without parameters or typed contents, its name matched at `declared`.
+        init(name: String, datatype: String, shape: [Int], declared: Int) {
+            self.name = name
+            self.datatype = datatype
+            self.shape = shape
+            self.declared = declared
+        }
+
+        /// Neither parameters nor typed contents (the common request).
+        var isPlain: Bool { rare == nil }
+
         /// Shared-memory placement (rare: only requests SwiftProtobuf decoded carry any).
-        var parameters: [String: Inference_InferParameter] = [:]
+        var parameters: [String: Inference_InferParameter] {
+            get { rare?.parameters ?? [:] }
+            set { setRare(newValue, rare?.contents) }
+        }
+
         /// Typed contents (`fp32_contents`, …), when the client sent them instead of raw bytes.
-        var contents: Inference_InferTensorContents?
+        var contents: Inference_InferTensorContents? {
+            get { rare?.contents }
+            set { setRare(rare?.parameters ?? [:], newValue) }
+        }
+
+        /// A new box (boxes are shared between copies), or none when both are empty.
+        private mutating func setRare(_ parameters: [String: Inference_InferParameter], _ contents: Inference_InferTensorContents?) {
+            rare = parameters.isEmpty && contents == nil ? nil : Rare(parameters, contents)
+        }
+
+        /// The request's content (`declared` is how it was read, not what it says).
+        static func == (a: Input, b: Input) -> Bool {
+            a.name == b.name && a.datatype == b.datatype && a.shape == b.shape && a.parameters == b.parameters && a.contents == b.contents
+        }
     }
 
     struct Output: Equatable {

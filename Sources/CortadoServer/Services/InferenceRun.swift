@@ -58,8 +58,9 @@ final class InferenceRun {
         // of its fields, per input); each becomes its column as soon as it is read and checked.
         try request.inputs.withUnsafeBufferPointer { inputs in
             for index in inputs.indices {
-                let (column, rows) = try column(inputs[index], raw: useRaw ? UnsafeRawBufferPointer(rebasing: storage[request.raw[index]]) : nil,
-                                                mappings: mappings, hint: index, given: &given)
+                let raw = useRaw ? UnsafeRawBufferPointer(rebasing: storage[request.raw[index]]) : nil
+                if let raw, try scalar(inputs.baseAddress! + index, raw: raw, mappings: mappings, given: &given, into: &out) { continue }
+                let (column, rows) = try column(inputs[index], raw: raw, mappings: mappings, hint: index, given: &given)
                 if let out {
                     guard rows == out.count else { throw bad("input '\(column.mapping.name)' has \(rows) rows but an earlier input has \(out.count)") }
                 } else {
@@ -76,6 +77,64 @@ final class InferenceRun {
         return out ?? MLFeatureColumns(count: 1, owner: self)
     }
 
+    /// Adds a scalar input sent the common way as its column to `out` (made at the first
+    /// input): a raw FP64, FP32, INT64 or INT32 tensor of shape [rows, 1] (or [1]) for a
+    /// double or int64 input whose name the decoder matched (`Input.declared`), 1 up to
+    /// max_batch_size rows. False for anything else, which takes the general path (`column`)
+    /// and its checks and errors; the values are read as that path reads them
+    /// (`TensorElements`), and the checks this path makes word their errors as it does.
+    private func scalar(_ tensor: UnsafePointer<InferRequestView.Input>, raw: UnsafeRawBufferPointer, mappings: [TensorMapping],
+                        given: inout GivenInputs, into out: inout MLFeatureColumns?) throws -> Bool {
+        guard let (m, rows, column) = scalar(tensor, raw: raw, mappings: mappings) else { return false }
+        let mapping = mappings[m]
+        guard given.insert(m) else { throw bad("input '\(tensor.pointee.name)' is given twice") }
+        if let out {
+            guard rows == out.count else { throw bad("input '\(mapping.name)' has \(rows) rows but an earlier input has \(out.count)") }
+        } else {
+            out = MLFeatureColumns(count: rows, owner: self, capacity: request.inputs.count)
+        }
+        out!.add(mapping.name, column)
+        return true
+    }
+
+    /// The model input's position, the rows and the column of a scalar `scalar(_:raw:mappings:given:into:)` takes.
+    private func scalar(_ tensor: UnsafePointer<InferRequestView.Input>, raw: UnsafeRawBufferPointer,
+                        mappings: [TensorMapping]) -> (Int, Int, MLFeatureColumn)? {
+        let m = tensor.pointee.declared
+        guard m >= 0, m < mappings.count, tensor.pointee.isPlain else { return nil }
+        let integer: Bool
+        switch mappings[m].kind {
+        case .double: integer = false
+        case .int64: integer = true
+        default: return nil
+        }
+        let shape = tensor.pointee.shape
+        let rows: Int
+        if shape.count == 2 && shape[1] == 1 {
+            rows = shape[0]
+        } else if shape.count == 1 && shape[0] == 1 {
+            rows = 1
+        } else {
+            return nil
+        }
+        guard rows >= 1, rows <= Int(InferenceService.maxBatchSize) else { return nil }
+        let datatype = tensor.pointee.datatype
+        let size: Int
+        // FP64 first: the datatype a double input takes.
+        if datatype == "FP64" || datatype == "INT64" { size = 8 } else if datatype == "FP32" || datatype == "INT32" { size = 4 } else { return nil }
+        guard raw.count == rows * size else { return nil }
+        if !integer && size == 8 && datatype == "FP64" {
+            // Doubles for a double input: the bytes as they are.
+            if rows == 1 { return (m, 1, .doubles([raw.loadUnaligned(as: Double.self)])) }
+            return (m, rows, .doubles((0..<rows).map { raw.loadUnaligned(fromByteOffset: $0 * 8, as: Double.self) }))
+        }
+        let elements = TensorElements(datatype: datatype, shape: shape, raw: raw, strings: [], owner: nil)
+        if integer {
+            return (m, rows, .int64s(rows == 1 ? [elements.int64(at: 0)] : (0..<rows).map { elements.int64(at: $0) }))
+        }
+        return (m, rows, .doubles(rows == 1 ? [elements.double(at: 0)] : (0..<rows).map { elements.double(at: $0) }))
+    }
+
     private func checkBatch(_ rows: Int) throws {
         guard rows >= 1 else { throw bad("the batch is empty") }
         guard rows <= Int(InferenceService.maxBatchSize) else { throw bad("batch of \(rows) rows is larger than max_batch_size \(InferenceService.maxBatchSize)") }
@@ -88,7 +147,9 @@ final class InferenceRun {
                         hint: Int, given: inout GivenInputs) throws -> (column: Column, rows: Int) {
         let model = served.model
         let name = tensor.name
-        guard let m = hint < mappings.count && mappings[hint].name == name ? hint : mappings.firstIndex(where: { $0.name == name }) else {
+        let declared = tensor.declared
+        guard let m = declared >= 0 && declared < mappings.count ? declared
+                : hint < mappings.count && mappings[hint].name == name ? hint : mappings.firstIndex(where: { $0.name == name }) else {
             throw bad("model '\(model.name)' has no input named '\(name)' (inputs: \(mappings.map(\.name).joined(separator: ", ")))")
         }
         let mapping = mappings[m]
@@ -138,7 +199,7 @@ final class InferenceRun {
         let datatype = tensor.datatype
         if datatype == "BYTES" {
             let strings: [Data]
-            if let region = parameterString(tensor.parameters, "shared_memory_region") {
+            if !tensor.isPlain, let region = parameterString(tensor.parameters, "shared_memory_region") {
                 let size = parameterInt(tensor.parameters, "shared_memory_byte_size") ?? 0
                 let span = try sharedMemory.span(region: region, offset: parameterInt(tensor.parameters, "shared_memory_offset") ?? 0, byteSize: size)
                 strings = try TensorBytes.split(UnsafeRawBufferPointer(span), name: name)
@@ -156,7 +217,7 @@ final class InferenceRun {
         guard let bytes = MLMultiArray.byteCount(shape, elementSize: size) else {
             throw bad("input '\(name)': shape \(shape) of \(datatype) has too many bytes")
         }
-        if let region = parameterString(tensor.parameters, "shared_memory_region") {
+        if !tensor.isPlain, let region = parameterString(tensor.parameters, "shared_memory_region") {
             let declared = parameterInt(tensor.parameters, "shared_memory_byte_size") ?? bytes
             guard declared >= bytes else { throw bad("input '\(name)': shared_memory_byte_size \(declared) is smaller than the \(bytes) bytes of shape \(shape) \(datatype)") }
             let span = try sharedMemory.span(region: region, offset: parameterInt(tensor.parameters, "shared_memory_offset") ?? 0, byteSize: bytes)

@@ -285,8 +285,10 @@ final class ModelInferJob: PredictionJob, @unchecked Sendable {
     }
 
     override func decode() throws -> MLFeatureColumns {
-        // The hand-written decoder takes the common form of the request, SwiftProtobuf the rest.
-        let request = try ModelInferRequestDecoder.decode(grpcCall.request) ?? InferRequestView(context.decode(Inference_ModelInferRequest.self, grpcCall))
+        // The hand-written decoder takes the common form of the request (matching its tensors'
+        // names against the model's inputs as it reads them), SwiftProtobuf the rest.
+        let request = try ModelInferRequestDecoder.decode(grpcCall.request, inputs: served.tensorInputs)
+            ?? InferRequestView(context.decode(Inference_ModelInferRequest.self, grpcCall))
         let run = InferenceRun(request: request, served: served, sharedMemory: context.sharedMemory)
         self.run = run
         return try run.columns()

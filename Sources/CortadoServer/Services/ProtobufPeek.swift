@@ -13,7 +13,13 @@ struct ProtobufReader {
 
     var atEnd: Bool { offset >= buffer.count }
 
+    @inline(__always)
     mutating func varint() -> UInt64? {
+        // One byte (field keys, short lengths) is the common case.
+        if offset < buffer.count, buffer[offset] < 0x80 {
+            offset += 1
+            return UInt64(buffer[offset - 1])
+        }
         var value: UInt64 = 0
         var shift: UInt64 = 0
         while offset < buffer.count, shift < 64 {
@@ -132,23 +138,35 @@ enum ProtobufPeek {
 /// Anything else — request or tensor parameters (shared memory, classification), typed
 /// contents, unknown fields, malformed or non-UTF-8 bytes — returns nil, and the caller
 /// decodes with SwiftProtobuf (which also words the error for bad bytes).
+///
+/// Given the model's inputs, each tensor's name is matched against them as it is read, by
+/// its UTF-8 bytes, at the tensor's own position first (clients mostly send the inputs in
+/// the declared order): a name that matches takes the model's own String and position
+/// (`Input.declared`), so a request of many small inputs makes no String per input and the
+/// run looks nothing up. The match is the one `==` on Strings would make, found in the same
+/// order (a non-ASCII name is also compared as a String: canonically equivalent spellings
+/// differ in their bytes).
 enum ModelInferRequestDecoder {
-    static func decode(_ bytes: [UInt8]) -> InferRequestView? {
+    static func decode(_ bytes: [UInt8], inputs model: [TensorMapping] = []) -> InferRequestView? {
         // Filled in place and moved out (returning it from the closure copied it).
         var request = InferRequestView()
         let ok = bytes.withUnsafeBytes { raw -> Bool in
-            // The inputs counted first (keys and lengths only), so their array is made once:
-            // a model with many scalar inputs otherwise regrows it several times per call.
-            var counter = ProtobufReader(raw)
-            var inputCount = 0, rawCount = 0
-            while !counter.atEnd {
-                guard let (field, wire) = counter.key(), counter.skip(wire: wire) else { break }
-                if field == 5 { inputCount += 1 } else if field == 7 { rawCount += 1 }
+            // Room for the inputs made once: a model with many scalar inputs otherwise regrows
+            // the lists several times per call. As many as the model has (a request that
+            // sends more fails anyway), else counted first (keys and lengths only).
+            var inputCount = model.count, rawCount = model.count
+            if model.isEmpty {
+                var counter = ProtobufReader(raw)
+                while !counter.atEnd {
+                    guard let (field, wire) = counter.key(), counter.skip(wire: wire) else { break }
+                    if field == 5 { inputCount += 1 } else if field == 7 { rawCount += 1 }
+                }
             }
             request.inputs.reserveCapacity(inputCount)
             request.raw.reserveCapacity(rawCount)
-            // Consecutive inputs mostly share one shape ([1, 1] for scalars): one array for them.
-            var lastShape: [Int] = []
+            // Consecutive inputs mostly share one shape ([1, 1] for scalars) and datatype: one
+            // array and String for them.
+            var recent = Recent()
             var r = ProtobufReader(raw)
             while !r.atEnd {
                 guard let (field, wire) = r.key(), wire == 2 else { return false }
@@ -157,7 +175,8 @@ enum ModelInferRequestDecoder {
                 case 2: guard let s = r.string() else { return false }; request.modelVersion = s
                 case 3: guard let s = r.string() else { return false }; request.id = s
                 case 5:
-                    guard let body = r.lengthDelimited(), let tensor = input(body, lastShape: &lastShape) else { return false }
+                    guard let body = r.lengthDelimited(),
+                          let tensor = input(body, recent: &recent, position: request.inputs.count, model: model) else { return false }
                     request.inputs.append(tensor)
                 case 6:
                     guard let body = r.lengthDelimited(), let tensor = output(body) else { return false }
@@ -177,18 +196,49 @@ enum ModelInferRequestDecoder {
         return request
     }
 
-    /// One input tensor's description. `lastShape`: the previous input's shape, shared when
-    /// this one's is the same (no array made); set to this one's.
-    private static func input(_ bytes: UnsafeRawBufferPointer, lastShape: inout [Int]) -> InferRequestView.Input? {
+    /// What consecutive input tensors mostly share ([1, 1] and FP64 for scalars), kept from
+    /// one to the next with the bytes each was read from: a tensor whose bytes are the same
+    /// takes the same array and String, none made again.
+    private struct Recent {
+        var shape: [Int] = []
+        /// The packed shape bytes `shape` was read from; nil when it was not read from one.
+        var packedShape: UnsafeRawBufferPointer?
+        var datatype = ""
+        var datatypeBytes: UnsafeRawBufferPointer?
+    }
+
+    private static func sameBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        a.count == b.count && (a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0)
+    }
+
+    /// One input tensor's description. `recent`: what the previous tensor had, shared when
+    /// this one has the same (no array or String made); set to this one's. `position`: the
+    /// tensor's place in the request, where its name is looked for first among `model`'s inputs.
+    private static func input(_ bytes: UnsafeRawBufferPointer, recent: inout Recent, position: Int,
+                              model: [TensorMapping]) -> InferRequestView.Input? {
+        if let input = usualInput(bytes, recent: &recent, position: position, model: model) { return input }
         var r = ProtobufReader(bytes)
-        var tensor = InferRequestView.Input()
+        var name = ""
+        var declared = -1
+        var datatype = ""
         var packedShape: UnsafeRawBufferPointer?
         var unpacked: [Int] = []
         while !r.atEnd {
             guard let (field, wire) = r.key() else { return nil }
             switch (field, wire) {
-            case (1, 2): guard let s = r.string() else { return nil }; tensor.name = s
-            case (2, 2): guard let s = r.string() else { return nil }; tensor.datatype = s
+            case (1, 2):
+                guard let text = r.lengthDelimited(), let found = inputName(text, position: position, model: model) else { return nil }
+                (name, declared) = found
+            case (2, 2):
+                guard let text = r.lengthDelimited() else { return nil }
+                if let earlier = recent.datatypeBytes, sameBytes(earlier, text) {
+                    datatype = recent.datatype
+                } else {
+                    guard let s = Self.datatype(text) else { return nil }
+                    datatype = s
+                    recent.datatype = s
+                    recent.datatypeBytes = text
+                }
             case (3, 2):
                 // Packed (proto3's default); read once the message is done.
                 guard let packed = r.lengthDelimited() else { return nil }
@@ -211,20 +261,102 @@ enum ModelInferRequestDecoder {
             }
         }
         if let packedShape, unpacked.isEmpty {
-            if !sameShape(packedShape, lastShape) {
-                guard let values = shapeValues(packedShape) else { return nil }
-                lastShape = values
+            let same = recent.packedShape.map { sameBytes($0, packedShape) } ?? false
+            if !same {
+                if !sameShape(packedShape, recent.shape) {
+                    guard let values = shapeValues(packedShape) else { return nil }
+                    recent.shape = values
+                }
+                recent.packedShape = packedShape
             }
-            tensor.shape = lastShape
-        } else {
-            if let packedShape {
-                guard let values = shapeValues(packedShape) else { return nil }
-                unpacked += values
-            }
-            tensor.shape = unpacked
-            lastShape = unpacked
+            return InferRequestView.Input(name: name, datatype: datatype, shape: recent.shape, declared: declared)
         }
-        return tensor
+        if let packedShape {
+            guard let values = shapeValues(packedShape) else { return nil }
+            unpacked += values
+        }
+        recent.shape = unpacked
+        recent.packedShape = nil
+        return InferRequestView.Input(name: name, datatype: datatype, shape: unpacked, declared: declared)
+    }
+
+    /// `input` for the layout clients write, read straight: name, datatype and packed shape,
+    /// once each and in that order, each shorter than 128 bytes, the name at `position` of
+    /// `model` and the datatype and shape those of the tensor before (a request of many
+    /// scalars: every tensor but the first). nil for anything else (`input` reads it).
+    @inline(__always)
+    private static func usualInput(_ bytes: UnsafeRawBufferPointer, recent: inout Recent, position: Int,
+                                   model: [TensorMapping]) -> InferRequestView.Input? {
+        guard position < model.count, let datatypeBytes = recent.datatypeBytes, let packedShape = recent.packedShape,
+              bytes.count >= 6, let p = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
+        let end = bytes.count
+        // Field 1 (name), 2 (datatype), 3 (shape), each a key byte and a one-byte length.
+        guard p[0] == 0x0a, p[1] < 0x80 else { return nil }
+        let name = UnsafeRawBufferPointer(start: p + 2, count: Int(p[1]))
+        var i = 2 + name.count
+        guard i + 2 <= end, p[i] == 0x12, p[i + 1] < 0x80 else { return nil }
+        let datatype = UnsafeRawBufferPointer(start: p + i + 2, count: Int(p[i + 1]))
+        i += 2 + datatype.count
+        guard i + 2 <= end, p[i] == 0x1a, p[i + 1] < 0x80, i + 2 + Int(p[i + 1]) == end else { return nil }
+        let shape = UnsafeRawBufferPointer(start: p + i + 2, count: Int(p[i + 1]))
+        let mapping = model[position]
+        guard sameBytes(shape, packedShape), sameBytes(datatype, datatypeBytes),
+              mapping.nameUTF8.withUnsafeBytes({ sameBytes($0, name) }) else { return nil }
+        recent.packedShape = shape
+        recent.datatypeBytes = datatype
+        return InferRequestView.Input(name: mapping.name, datatype: recent.datatype, shape: recent.shape, declared: position)
+    }
+
+    /// A tensor's name and its position among `model`'s inputs (-1: none of them), the
+    /// model's String when one matches; nil when the bytes are not UTF-8. Looked for at
+    /// `position` first, then in declared order, as `==` on Strings would find it.
+    static func inputName(_ bytes: UnsafeRawBufferPointer, position: Int, model: [TensorMapping]) -> (String, Int)? {
+        func sameBytes(_ k: Int) -> Bool {
+            model[k].nameUTF8.withUnsafeBytes { $0.count == bytes.count && (bytes.count == 0 || memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0) }
+        }
+        // The common case: the model's input at this position, byte for byte.
+        if position < model.count && sameBytes(position) { return (model[position].name, position) }
+        let utf8 = bytes.bindMemory(to: UInt8.self)
+        let ascii = utf8.allSatisfy { $0 < 0x80 }
+        var text: String?
+        if !ascii {
+            guard let valid = String(validating: utf8, as: UTF8.self) else { return nil }
+            text = valid
+        }
+        // Equal as Strings: the same bytes, or (a non-ASCII name on either side) canonically equivalent.
+        func same(_ k: Int) -> Bool {
+            if sameBytes(k) { return true }
+            if ascii && model[k].nameIsASCII { return false }
+            if text == nil { text = String(decoding: utf8, as: UTF8.self) }
+            return text! == model[k].name
+        }
+        if position < model.count && same(position) { return (model[position].name, position) }
+        for k in model.indices where k != position && same(k) { return (model[k].name, k) }
+        return (text ?? String(decoding: utf8, as: UTF8.self), -1)
+    }
+
+    /// The datatypes of the protocol, each keyed by its bytes and length (at most 7 bytes).
+    private static let datatypes: [(key: UInt64, name: String)] =
+        ["FP64", "FP32", "INT64", "INT32", "BYTES", "FP16", "BOOL", "UINT8", "INT8", "INT16", "UINT16", "UINT32", "UINT64", "BF16"]
+        .map { name in (Array(name.utf8).withUnsafeBytes { datatypeKey($0)! }, name) }
+
+    private static func datatypeKey(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
+        guard bytes.count <= 7 else { return nil }
+        var key = UInt64(bytes.count) << 56
+        for (i, b) in bytes.enumerated() { key |= UInt64(b) << (8 * UInt64(i)) }
+        return key
+    }
+
+    /// A datatype field's text: one of the protocol's names without making a String of the
+    /// bytes, or the bytes as a String (an unknown datatype, refused later by its name); nil
+    /// when not UTF-8.
+    private static func datatype(_ bytes: UnsafeRawBufferPointer) -> String? {
+        if let key = datatypeKey(bytes) {
+            for entry in datatypes where entry.key == key { return entry.name }
+        }
+        let utf8 = bytes.bindMemory(to: UInt8.self)
+        if utf8.allSatisfy({ $0 < 0x80 }) { return String(decoding: utf8, as: UTF8.self) }
+        return String(validating: utf8, as: UTF8.self)
     }
 
     /// A packed run of varints as Ints; nil when one is cut short.

@@ -45,6 +45,11 @@ final class TensorMapping: @unchecked Sendable {
     private(set) var oneRowArrayStrides: [Int] = []
 
     var name: String { feature.name }
+    /// The name's UTF-8 bytes, for the request decoder to match a tensor's name on the wire
+    /// without making a String of it; and whether they are all ASCII (then byte equality is
+    /// String equality: no canonically equivalent spelling differs in its bytes).
+    let nameUTF8: [UInt8]
+    let nameIsASCII: Bool
 
     var isImage: Bool {
         if case .image = kind { return true }
@@ -53,6 +58,8 @@ final class TensorMapping: @unchecked Sendable {
 
     init(_ feature: MLFeatureDescription, classLabels: MLClassLabels?, isProbabilities: Bool) {
         self.feature = feature
+        nameUTF8 = Array(feature.name.utf8)
+        nameIsASCII = nameUTF8.allSatisfy { $0 < 0x80 }
         switch feature.type {
         case .int64: kind = .int64; datatype = "INT64"; dims = [1]
         case .double: kind = .double; datatype = "FP64"; dims = [1]
