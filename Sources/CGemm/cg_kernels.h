@@ -80,6 +80,15 @@ extern const cg_kernels cg_kernels_portable;
 void cg_plain_pack_a_panel(const float *src, long lda, long kcb, float *dst);
 void cg_plain_direct_finish(const float *acc, long pixels, long lanes, long channel, const cg_epilogue *e, float *dst, long ld);
 void cg_plain_max_pool_row(const float *r0, const float *r1, float *out, long count, long stride);
+// A block of the direct kernel finished into planar rows with a residual (cortado_direct.c):
+// scale and shift, then the residual added and the activation, per channel row of ld floats.
+void cg_direct_finish_residual(const cg_kernels *kern, const float *sums, long pixels, long lanes, long channel,
+                               const cg_epilogue *e, float *dst, const float *res, long ld);
+// One Winograd output tile of side×side pixels (cortado_winograd.c; lanes channels of one block
+// after scale and shift at out, 16 floats a pixel) stored rows × cols into the planar output,
+// with the residual and the activation.
+void cg_winograd_store_tile(const float *out, long side, long lanes, long rows, long cols, float *y, const float *res, long n,
+                            long ld, const cg_epilogue *e);
 #if defined(__x86_64__)
 extern const cg_kernels cg_kernels_avx2;
 extern const cg_kernels cg_kernels_avx512;

@@ -54,24 +54,6 @@ long cg_blocked_direct_units(const cg_conv *g, long m) { return ((m + 15) / 16 +
 
 size_t cg_blocked_direct_workspace_count(const cg_conv *g) { return (size_t)(2 * cb_band_rows(g) * g->out_w * 16 + 16); }
 
-// A block finished into a planar output with a planar residual: scale and shift, then the
-// residual and the activation per channel row.
-static void cb_finish_planar_residual(const cg_kernels *kern, const float *sums, long pixels, long lanes, long channel,
-                                      const cg_epilogue *e, float *dst, const float *res, long ld) {
-    cg_epilogue head = *e;
-    head.activation = CG_ACT_NONE;
-    head.residual = NULL;
-    kern->direct_finish(sums, pixels, lanes, channel, &head, dst, ld);
-    for (long l = 0; l < lanes; l++) {
-        float *restrict out = dst + l * ld;
-        const float *restrict r = res + l * ld;
-        for (long q = 0; q < pixels; q++) {
-            float v = out[q] + r[q];
-            out[q] = e->activation == CG_ACT_RELU ? (v < 0.0f ? 0.0f : v) : e->activation == CG_ACT_LEAKY_RELU && v < 0.0f ? v * e->alpha : v;
-        }
-    }
-}
-
 // The sums of output blocks [b0, b0 + ob) over output rows [oh0, oh1) into acc (block b's
 // pixel q at acc + b·bstride + 16q): x is the blocked input, or the padded planar copy, with
 // rows wp pixels long and planes hp rows high.
@@ -153,7 +135,7 @@ static void cb_direct_finish(const cg_kernels *kern, const float *acc, long bstr
             long at = ((b0 + b) * n + p0) * 16;
             kern->blocked_finish(sums, pixels, s, t, act, alpha, res ? res + at : NULL, y + at);
         } else if (res) {
-            cb_finish_planar_residual(kern, sums, pixels, lanes, channel, epilogue, y + channel * n + p0, res + channel * n + p0, n);
+            cg_direct_finish_residual(kern, sums, pixels, lanes, channel, epilogue, y + channel * n + p0, res + channel * n + p0, n);
         } else {
             kern->direct_finish(sums, pixels, lanes, channel, epilogue, y + channel * n + p0, n);
         }

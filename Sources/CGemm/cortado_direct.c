@@ -61,7 +61,7 @@ size_t cg_direct_workspace_count(const cg_conv *g, int pool) {
 // A block finished with a residual: scale and shift as usual, then, while the block's rows are
 // still in cache, the residual added and the activation (a residual add and the ReLU after it
 // folded into the convolution before them, as in a ResNet or MobileNet block).
-static void cd_finish_residual(const cg_kernels *kern, const float *sums, long pixels, long lanes, long channel,
+void cg_direct_finish_residual(const cg_kernels *kern, const float *sums, long pixels, long lanes, long channel,
                                const cg_epilogue *e, float *dst, const float *res, long ld) {
     cg_epilogue head = *e;
     head.activation = CG_ACT_NONE;
@@ -133,7 +133,7 @@ void cg_direct_conv(const cg_conv *g, const float *xp, const float *w, long m, l
             long channel = (b0 + b) * 16, lanes = cg_min(16, m - channel);
             const float *sums = acc + b * bstride;
             if (!pool && epilogue && epilogue->residual) {
-                cd_finish_residual(kern, sums, pixels, lanes, channel, epilogue, y + channel * n + oh0 * ow,
+                cg_direct_finish_residual(kern, sums, pixels, lanes, channel, epilogue, y + channel * n + oh0 * ow,
                                    epilogue->residual + channel * n + oh0 * ow, n);
                 continue;
             }

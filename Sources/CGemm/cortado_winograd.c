@@ -227,10 +227,9 @@ long cg_winograd_units(const cg_conv *g, long m) {
     return (blocks + 1) / 2 * cw_bands(g);
 }
 
-// Pixels of one tile (lanes channels of one block, after scale and shift, at out) into the
-// planar output, with the residual and the activation.
-static void cw_store_tile(const float *out, long lanes, long rows, long cols, float *y, const float *res, long n, long ld,
-                          const cg_epilogue *e) {
+// (cg_kernels.h; F(2×2, 3×3) in cortado_winograd2.c stores its tiles here too.)
+void cg_winograd_store_tile(const float *out, long side, long lanes, long rows, long cols, float *y, const float *res, long n,
+                            long ld, const cg_epilogue *e) {
     cg_activation act = e ? e->activation : CG_ACT_NONE;
     float alpha = e ? e->alpha : 0.0f;
     for (long l = 0; l < lanes; l++) {
@@ -238,7 +237,7 @@ static void cw_store_tile(const float *out, long lanes, long rows, long cols, fl
             float *dst = y + l * n + i * ld;
             const float *r = res ? res + l * n + i * ld : NULL;
             for (long k = 0; k < cols; k++) {
-                float v = out[16 * (4 * i + k) + l];
+                float v = out[16 * (side * i + k) + l];
                 if (r) v += r[k];
                 if (act == CG_ACT_RELU) v = v < 0.0f ? 0.0f : v;
                 else if (act == CG_ACT_LEAKY_RELU) v = v < 0.0f ? v * alpha : v;
@@ -292,7 +291,7 @@ void cg_winograd_conv(const cg_conv *g, const float *v, const float *w, long m, 
                 long ty = q / tw, tx = q % tw, oh = 4 * ty, ow = 4 * tx;
                 out_fn(acc + b * bstride + (q - t0) * 16, xi_acc, sc, sh, out);
                 long off = channel * n + oh * g->out_w + ow;
-                cw_store_tile(out, lanes, cg_min(4, g->out_h - oh), cg_min(4, g->out_w - ow), y + off,
+                cg_winograd_store_tile(out, 4, lanes, cg_min(4, g->out_h - oh), cg_min(4, g->out_w - ow), y + off,
                               epilogue && epilogue->residual ? epilogue->residual + off : NULL, n, g->out_w, epilogue);
             }
         }

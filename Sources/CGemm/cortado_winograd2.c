@@ -350,27 +350,6 @@ long cg_winograd2_units(const cg_conv *g, long m) {
     return (blocks + CW2_GROUP_BLOCKS - 1) / CW2_GROUP_BLOCKS * cw2_bands(g);
 }
 
-// The 2 × 2 (or fewer) pixels of one tile, lanes channels of one block after scale and shift
-// at out, into the planar output, with the residual and the activation.
-static void cw2_store_tile(const float *out, long lanes, long rows, long cols, float *y, const float *res, long n, long ld,
-                           const cg_epilogue *e) {
-    cg_activation act = e ? e->activation : CG_ACT_NONE;
-    float alpha = e ? e->alpha : 0.0f;
-    for (long l = 0; l < lanes; l++) {
-        for (long i = 0; i < rows; i++) {
-            float *dst = y + l * n + i * ld;
-            const float *r = res ? res + l * n + i * ld : NULL;
-            for (long k = 0; k < cols; k++) {
-                float v = out[16 * (2 * i + k) + l];
-                if (r) v += r[k];
-                if (act == CG_ACT_RELU) v = v < 0.0f ? 0.0f : v;
-                else if (act == CG_ACT_LEAKY_RELU) v = v < 0.0f ? v * alpha : v;
-                dst[k] = v;
-            }
-        }
-    }
-}
-
 void cg_winograd2_conv(const cg_conv *g, const float *v, const float *w, long m, long u0, long u1, float *y,
                        const cg_epilogue *epilogue, float *workspace) {
     long tw = cw2_tiles_w(g), t = cw2_tiles(g), band_tiles = cw2_band_tiles(g), bands = cw2_bands(g);
@@ -434,7 +413,7 @@ void cg_winograd2_conv(const cg_conv *g, const float *v, const float *w, long m,
                 long ty = q / tw, tx = q % tw, oh = 2 * ty, ow = 2 * tx;
                 out_fn(acc + b * bstride + (q - t0) * 16, xi_acc, sc, sh, out);
                 long off = channel * n + oh * g->out_w + ow;
-                cw2_store_tile(out, lanes, cg_min(2, g->out_h - oh), cg_min(2, g->out_w - ow), y + off,
+                cg_winograd_store_tile(out, 2, lanes, cg_min(2, g->out_h - oh), cg_min(2, g->out_w - ow), y + off,
                                epilogue && epilogue->residual ? epilogue->residual + off : NULL, n, g->out_w, epilogue);
             }
         }
