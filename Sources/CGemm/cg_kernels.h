@@ -84,6 +84,10 @@ void cg_plain_max_pool_row(const float *r0, const float *r1, float *out, long co
 // scale and shift, then the residual added and the activation, per channel row of ld floats.
 void cg_direct_finish_residual(const cg_kernels *kern, const float *sums, long pixels, long lanes, long channel,
                                const cg_epilogue *e, float *dst, const float *res, long ld);
+// A 3×3 convolution's [m][c][3][3] weights transformed by G (alpha × 3, row-major; alpha 6 for
+// F(4×4, 3×3), 4 for F(2×2, 3×3)) into alpha² matrices of c × m in blocks of 16 output channels
+// (cortado_winograd.c).
+void cg_winograd_pack_g(const float *w, long m, long c, const double *g, int alpha, float *dst);
 // One Winograd output tile of side×side pixels (cortado_winograd.c; lanes channels of one block
 // after scale and shift at out, 16 floats a pixel) stored rows × cols into the planar output,
 // with the residual and the activation.

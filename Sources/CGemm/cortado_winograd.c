@@ -42,28 +42,30 @@ static const double cw_g[6][3] = {
     {0, 0, 1},
 };
 
-void cg_winograd_pack(const float *w, long m, long c, float *dst) {
+void cg_winograd_pack_g(const float *w, long m, long c, const double *g, int alpha, float *dst) {
     long mp = (m + 15) / 16 * 16, per_xi = mp * c;
-    memset(dst, 0, cg_winograd_weights_count(m, c) * sizeof(float));
+    memset(dst, 0, (size_t)(alpha * alpha * mp * c) * sizeof(float));
     for (long o = 0; o < m; o++) {
         for (long ci = 0; ci < c; ci++) {
             const float *f = w + (o * c + ci) * 9;
-            double gf[6][3]; // G·g
-            for (int i = 0; i < 6; i++) {
-                for (int j = 0; j < 3; j++) {
-                    gf[i][j] = cw_g[i][0] * f[j] + cw_g[i][1] * f[3 + j] + cw_g[i][2] * f[6 + j];
-                }
+            double gf[6][3]; // G·g (alpha ≤ 6 rows)
+            for (int i = 0; i < alpha; i++) {
+                const double *gi = g + 3 * i;
+                for (int j = 0; j < 3; j++) gf[i][j] = gi[0] * f[j] + gi[1] * f[3 + j] + gi[2] * f[6 + j];
             }
             long block = o / 16, lane = o % 16;
-            for (int i = 0; i < 6; i++) {
-                for (int j = 0; j < 6; j++) {
-                    double u = gf[i][0] * cw_g[j][0] + gf[i][1] * cw_g[j][1] + gf[i][2] * cw_g[j][2];
-                    dst[(i * 6 + j) * per_xi + (block * c + ci) * 16 + lane] = (float)u;
+            for (int i = 0; i < alpha; i++) {
+                for (int j = 0; j < alpha; j++) {
+                    const double *gj = g + 3 * j;
+                    double u = gf[i][0] * gj[0] + gf[i][1] * gj[1] + gf[i][2] * gj[2];
+                    dst[(i * alpha + j) * per_xi + (block * c + ci) * 16 + lane] = (float)u;
                 }
             }
         }
     }
 }
+
+void cg_winograd_pack(const float *w, long m, long c, float *dst) { cg_winograd_pack_g(w, m, c, &cw_g[0][0], 6, dst); }
 
 // MARK: The transforms, per path
 

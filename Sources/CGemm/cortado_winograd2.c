@@ -81,28 +81,7 @@ static const double cw2_g[4][3] = {
     {0, 0, 1},
 };
 
-void cg_winograd2_pack(const float *w, long m, long c, float *dst) {
-    long mp = (m + 15) / 16 * 16, per_xi = mp * c;
-    memset(dst, 0, cg_winograd2_weights_count(m, c) * sizeof(float));
-    for (long o = 0; o < m; o++) {
-        for (long ci = 0; ci < c; ci++) {
-            const float *f = w + (o * c + ci) * 9;
-            double gf[4][3]; // G·g
-            for (int i = 0; i < 4; i++) {
-                for (int j = 0; j < 3; j++) {
-                    gf[i][j] = cw2_g[i][0] * f[j] + cw2_g[i][1] * f[3 + j] + cw2_g[i][2] * f[6 + j];
-                }
-            }
-            long block = o / 16, lane = o % 16;
-            for (int i = 0; i < 4; i++) {
-                for (int j = 0; j < 4; j++) {
-                    double u = gf[i][0] * cw2_g[j][0] + gf[i][1] * cw2_g[j][1] + gf[i][2] * cw2_g[j][2];
-                    dst[(i * 4 + j) * per_xi + (block * c + ci) * 16 + lane] = (float)u;
-                }
-            }
-        }
-    }
-}
+void cg_winograd2_pack(const float *w, long m, long c, float *dst) { cg_winograd_pack_g(w, m, c, &cw2_g[0][0], 4, dst); }
 
 // MARK: The transforms, per path
 
