@@ -8,6 +8,8 @@
 #ifndef CG_KERNELS_H
 #define CG_KERNELS_H
 
+#include <stdint.h>
+
 #include "cortado_gemm.h"
 
 // An mr × nr tile (mr ≤ CG_MR, nr ≤ CG_NR) of C (=|+=) A-panel · B-panel over kc, then the
@@ -104,6 +106,8 @@ extern const cg_kernels cg_kernels_neon;
 static inline long cg_round_up(long v, long r) { return (v + r - 1) / r * r; }
 static inline long cg_min(long a, long b) { return a < b ? a : b; }
 static inline long cg_max(long a, long b) { return a > b ? a : b; }
+// p rounded up to the next 64-byte boundary (workspaces are handed over with 64 floats of slack).
+static inline float *cg_align64(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 
 // The k blocks: ceil(k / CG_KC) of them, block b covering [cg_block_start(b), cg_block_start(b + 1)).
 static inline long cg_blocks(long k) { return (k + CG_KC - 1) / CG_KC; }

@@ -150,7 +150,7 @@ void cg_blocked_direct_conv(const cg_conv *g, const float *x, int x_blocked, con
     const long blocks = (m + 15) / 16, band_rows = cb_band_rows(g), bands = cb_bands(g);
     const long ow = g->out_w, n = g->out_h * ow;
     const cg_kernels *kern = cg_kernels_now();
-    float *acc = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
+    float *acc = cg_align64(workspace);
     const long bstride = band_rows * ow * 16;
     for (long u = u0; u < u1; u++) {
         long pair = u / bands, band = u % bands;
@@ -185,7 +185,7 @@ void cg_blocked_separable(const cg_conv *gd, const float *x, const float *wd, co
     const long rows = cb_separable_rows(gd), ow = gd->out_w, n = gd->out_h * ow;
     const long mid_blocks = (gd->channels + 15) / 16, blocks = (m + 15) / 16;
     const long in_plane = gd->h * gd->w * 16, band = rows * ow * 16;
-    float *mid = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
+    float *mid = cg_align64(workspace);
     float *acc = mid + mid_blocks * band;
     for (long u = u0; u < u1; u++) {
         long oh0 = u * rows, oh1 = cg_min(gd->out_h, oh0 + rows), count = oh1 - oh0;

@@ -99,7 +99,7 @@ void cg_direct_conv(const cg_conv *g, const float *xp, const float *w, long m, l
     long ow = g->out_w, n = g->out_h * ow, pw = ow / 2, pooled_plane = (g->out_h / 2) * pw;
     const cg_kernels *kern = cg_kernels_now();
     long np_max = kern->direct_np, pieces = (ow + np_max - 1) / np_max;
-    float *acc = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
+    float *acc = cg_align64(workspace);
     long bstride = band_rows * ow * 16;
     float *planar = acc + 2 * bstride;
     const cd_tile_fn *tiles_one = kern->direct_tiles[0][g->sw - 1];

@@ -206,7 +206,7 @@ static void cg_gemm_any(long m, long n, long k, cg_operand a, const float *const
         return;
     }
     const cg_kernels *kern = cg_kernels_now();
-    float *ws = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
+    float *ws = cg_align64(workspace);
     int a_rows_spread = !a_rows && a.form == CG_ROW_MAJOR && kern->tile_a_rows && cg_rows_spread(a.ld);
     int a_ptrs_in_place = a_rows && kern->tile_a_ptrs;
     float *wa = ws, *wb = ws + CG_MC * CG_KC;

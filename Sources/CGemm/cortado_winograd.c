@@ -194,12 +194,10 @@ size_t cg_winograd_workspace_count(const cg_conv *g) {
     return (input > unit ? input : unit) + 16;
 }
 
-static inline float *cw_aligned(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
-
 void cg_winograd_input(const cg_conv *g, const float *x, long c0, long c1, float *v, float *workspace) {
     long tw = cw_tiles_w(g), th = cw_tiles_h(g), t = tw * th, bw = 4 * tw + 2;
     long xi_stride = g->channels * t;
-    float *rows = cw_aligned(workspace), *mid = rows + cg_round_up(6 * bw, 16);
+    float *rows = cg_align64(workspace), *mid = rows + cg_round_up(6 * bw, 16);
     cw_input_row_fn row_fn = cw_input_row_now();
     // Input columns [lo, hi) of the row buffer hold input columns lo − pad_w...; the rest zeros.
     long lo = cg_min(bw, cg_max(0, g->pad_w)), hi = cg_max(lo, cg_min(bw, g->w + g->pad_w));
@@ -257,7 +255,7 @@ void cg_winograd_conv(const cg_conv *g, const float *v, const float *w, long m, 
     const cg_kernels *kern = cg_kernels_now();
     cw_output_tile_fn out_fn = cw_output_tile_now();
     long np_max = kern->direct_np;
-    float *acc = cw_aligned(workspace);
+    float *acc = cg_align64(workspace);
     long bstride = band_tiles * 16, xi_acc = 2 * bstride;
     float *out = acc + 36 * xi_acc;
     const cd_tile_fn *tiles_one = kern->direct_tiles[0][0];

@@ -196,8 +196,6 @@ size_t cg_winograd2_workspace_count(const cg_conv *g) {
     return (input > unit ? input : unit) + 16;
 }
 
-static inline float *cw2_aligned(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
-
 // Runs of row ty (one, or the row's parts when rows are cut).
 static inline long cw2_row_runs(const cw2_layout *l, long ty) { (void)ty; return l->rows_per_piece ? 1 : l->splits; }
 
@@ -281,7 +279,7 @@ void cg_winograd2_input(const cg_conv *g, const float *x, long c0, long c1, floa
     long tw = cw2_tiles_w(g), th = cw2_tiles_h(g), bw = 2 * tw + 2, ch = g->channels;
     long xi_stride = cw2_xi_stride(g);
     cw2_layout lay = cw2_layout_of(g, cg_kernels_now()->direct_np);
-    float *rows = cw2_aligned(workspace), *mid = rows + cg_round_up(4 * bw, 16), *row_v = mid + cg_round_up(16 * tw, 16);
+    float *rows = cg_align64(workspace), *mid = rows + cg_round_up(4 * bw, 16), *row_v = mid + cg_round_up(16 * tw, 16);
     cw2_input_row_fn row_fn = cw2_input_row_now();
     // Columns [lo, hi) of the row buffer hold input columns lo − pad_w...; the rest zeros.
     long lo = cg_min(bw, cg_max(0, g->pad_w)), hi = cg_max(lo, cg_min(bw, g->w + g->pad_w));
@@ -337,7 +335,7 @@ void cg_winograd2_conv(const cg_conv *g, const float *v, const float *w, long m,
     const cg_kernels *kern = cg_kernels_now();
     cw2_output_tile_fn out_fn = cw2_output_tile_now();
     cw2_layout lay = cw2_layout_of(g, kern->direct_np);
-    float *acc = cw2_aligned(workspace);
+    float *acc = cg_align64(workspace);
     // Sums of block b (of the group), position ξ, tile q of the band at acc + (ξ·GROUP + b)·bstride + 16q.
     long bstride = band_tiles * 16, xi_acc = CW2_GROUP_BLOCKS * bstride;
     float *out = acc + 16 * xi_acc, *pixels = out + 64;
