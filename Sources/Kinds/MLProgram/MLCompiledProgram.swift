@@ -133,6 +133,6 @@ final class MLCompiledProgram: MLStatefulCompiledModel, @unchecked Sendable {
         if !plan.fused.isEmpty {
             lines.append("fused: " + plan.fused.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: ", "))
         }
-        return lines
+        return lines + (plan.lowering?.summary(plan) ?? [])
     }
 }

@@ -1,0 +1,417 @@
+"""ML Program convolution runs on the neural-network engine (`MILLowering`).
+
+At load, each maximal run of consecutive fp32 ops that the NeuralNetwork format expresses
+exactly (conv, relu / relu6 / leaky_relu / sigmoid / tanh, add of two same-shaped tensors,
+max_pool / avg_pool, concat along channels) and holds a convolution is compiled as a
+neural network and run as one step; `CORTADO_MIL_LOWERING=0` keeps every op on the
+interpreter. Every case runs with lowering on and off against a float64 NumPy reference
+written here from the op definitions (rtol 1e-4, atol 1e-4: sums of up to 288 fp32 products,
+Winograd's transforms among the algorithms the network may pick), and `cortado inspect` says
+how many ops ran on the neural-network engine in how many segments, so a case cannot pass by
+not lowering (or by lowering what it must not).
+"""
+import numpy as np
+import pytest
+
+from milharness import assert_close, convert, ct, inspect, mb, predict
+
+RTOL = ATOL = 1e-4
+MODES = ["on", "off"]
+
+
+def lowering(monkeypatch, mode):
+    if mode == "off":
+        monkeypatch.setenv("CORTADO_MIL_LOWERING", "0")
+    else:
+        monkeypatch.delenv("CORTADO_MIL_LOWERING", raising=False)
+
+
+# ---------------------------------------------------------------- references (float64, NCHW)
+
+def pad_amounts(size, kernel, stride, dilation, pad_type, pad=None):
+    """(before, after) of one spatial axis as MIL defines them: `same` puts the odd element
+    after, `custom` reads `pad`."""
+    eff = (kernel - 1) * dilation + 1
+    if pad_type == "valid":
+        return 0, 0
+    if pad_type == "custom":
+        return pad
+    total = max(0, (-(-size // stride) - 1) * stride + eff - size)
+    return total // 2, total - total // 2
+
+
+def conv_ref(x, w, b, stride=(1, 1), dilation=(1, 1), pads=((0, 0), (0, 0)), groups=1):
+    """out[n, o, i, j] = b[o] + Σ_{c in o's group, p, q} w[o, c, p, q] · xpad[n, c, i·s + p·d, j·s + q·d]."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n, cin, h, wd = x.shape
+    cout, per, kh, kw = w.shape
+    xp = np.pad(x, [(0, 0), (0, 0), pads[0], pads[1]])
+    ekh, ekw = (kh - 1) * dilation[0] + 1, (kw - 1) * dilation[1] + 1
+    oh, ow = (xp.shape[2] - ekh) // stride[0] + 1, (xp.shape[3] - ekw) // stride[1] + 1
+    out = np.zeros((n, cout, oh, ow))
+    og = cout // groups
+    for g in range(groups):
+        xs = xp[:, g * per:(g + 1) * per]
+        for p in range(kh):
+            for q in range(kw):
+                r0, c0 = p * dilation[0], q * dilation[1]
+                win = xs[:, :, r0:r0 + (oh - 1) * stride[0] + 1:stride[0], c0:c0 + (ow - 1) * stride[1] + 1:stride[1]]
+                out[:, g * og:(g + 1) * og] += np.einsum("oc,nchw->nohw", w[g * og:(g + 1) * og, :, p, q], win)
+    return out if b is None else out + b.astype(np.float64)[None, :, None, None]
+
+
+def pool_ref(x, kind, kernel, stride, pads, exclude=False):
+    """Max (padding never wins) or average (over the window, or with `exclude` over its
+    positions inside the input) of each window of the padded input."""
+    x = x.astype(np.float64)
+    n, c, h, w = x.shape
+    (t, bo), (l, r) = pads
+    oh, ow = (h + t + bo - kernel[0]) // stride[0] + 1, (w + l + r - kernel[1]) // stride[1] + 1
+    out = np.zeros((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            h0, w0 = i * stride[0] - t, j * stride[1] - l
+            win = x[:, :, max(h0, 0):min(h0 + kernel[0], h), max(w0, 0):min(w0 + kernel[1], w)]
+            if kind == "max":
+                out[:, :, i, j] = win.max(axis=(2, 3))
+            else:
+                count = win.shape[2] * win.shape[3] if exclude else kernel[0] * kernel[1]
+                out[:, :, i, j] = win.sum(axis=(2, 3)) / count
+    return out
+
+
+# name: (the op on v, its reference)
+ACTIVATIONS = {
+    "relu": (lambda v: mb.relu(x=v, name="y"), lambda v: np.maximum(v, 0)),
+    "relu6": (lambda v: mb.relu6(x=v, name="y"), lambda v: np.clip(v, 0, 6)),
+    "leaky_relu": (lambda v: mb.leaky_relu(x=v, alpha=0.2, name="y"), lambda v: np.where(v >= 0, v, 0.2 * v)),
+    "sigmoid": (lambda v: mb.sigmoid(x=v, name="y"), lambda v: 1 / (1 + np.exp(-v))),
+    "tanh": (lambda v: mb.tanh(x=v, name="y"), np.tanh),
+}
+
+
+def weights(r, cout, per, kh, kw=None, bias=True):
+    kw = kw or kh
+    w = (r.standard_normal((cout, per, kh, kw)) / np.sqrt(per * kh * kw)).astype(np.float32)
+    return w, ((r.standard_normal(cout) * 0.1).astype(np.float32) if bias else None)
+
+
+def conv_op(v, w, b, **kw):
+    return mb.conv(x=v, weight=w, bias=b, **kw) if b is not None else mb.conv(x=v, weight=w, **kw)
+
+
+_models = {}
+
+
+def model(name, tmp_path_factory, build, precision="fp32"):
+    """A case's program, converted once (for both modes) with its input and reference."""
+    if name not in _models:
+        prog, inputs, want = build(np.random.default_rng(sum(map(ord, name))))
+        path = convert(prog, tmp_path_factory.mktemp(name.replace("/", "_")), precision=precision)
+        _models[name] = (path, inputs, want)
+    return _models[name]
+
+
+def check(path, inputs, want, mode, what, expect, rtol=RTOL, atol=ATOL):
+    """Runs one row; checks every output against `want` and `inspect` against `expect` (the
+    line's text with lowering on; with it off, the switch's line)."""
+    text = inspect(path)
+    if mode == "off":
+        assert "neural-network engine: off" in text, text
+    else:
+        assert expect in text, text
+    got = predict(path, [inputs])[0]
+    assert set(got) == set(want), (sorted(got), sorted(want))
+    for k, v in want.items():
+        assert_close(got[k], v, rtol=rtol, atol=atol, what=f"{what} '{k}', lowering {mode}")
+    return text
+
+
+# ---------------------------------------------------------------- each mapped op
+
+# name: (input [N, C, H, W], out channels, kernel (h, w), groups, strides, dilations, pad_type, custom pad, bias)
+CONVS = {
+    "valid_s1": ((1, 8, 11, 11), 16, (3, 3), 1, (1, 1), (1, 1), "valid", None, True),
+    "valid_s2": ((1, 8, 12, 12), 16, (3, 3), 1, (2, 2), (1, 1), "valid", None, True),
+    "same_s1": ((1, 8, 11, 11), 16, (3, 3), 1, (1, 1), (1, 1), "same", None, True),
+    "same_s2_odd_padding": ((1, 8, 12, 12), 16, (3, 3), 1, (2, 2), (1, 1), "same", None, True),
+    "custom_asymmetric_s2": ((1, 8, 11, 10), 16, (3, 3), 1, (2, 2), (1, 1), "custom", [0, 2, 1, 0], True),
+    "dilated_same": ((1, 8, 13, 13), 16, (3, 3), 1, (1, 1), (2, 2), "same", None, True),
+    "depthwise_s1": ((1, 16, 10, 10), 16, (3, 3), 16, (1, 1), (1, 1), "custom", [1, 1, 1, 1], True),
+    "depthwise_s2": ((1, 32, 13, 13), 32, (3, 3), 32, (2, 2), (1, 1), "same", None, True),
+    "grouped": ((1, 8, 9, 9), 12, (3, 3), 2, (1, 1), (1, 1), "valid", None, True),
+    "pointwise_s2_no_bias": ((1, 24, 10, 10), 32, (1, 1), 1, (2, 2), (1, 1), "valid", None, False),
+    "rect_kernel_stride": ((1, 6, 12, 11), 16, (5, 3), 1, (2, 1), (1, 1), "same", None, True),
+    "batch2": ((2, 16, 9, 9), 16, (3, 3), 1, (1, 1), (1, 1), "same", None, True),
+}
+
+
+def conv_case(case):
+    shape, cout, (kh, kw), groups, strides, dilations, pad_type, pad, bias = CONVS[case]
+
+    def build(r):
+        w, b = weights(r, cout, shape[1] // groups, kh, kw, bias)
+        extra = dict(pad=pad) if pad_type == "custom" else {}
+
+        @mb.program(input_specs=[mb.TensorSpec(shape=shape)], opset_version=ct.target.iOS16)
+        def prog(x):
+            h = conv_op(x, w, b, strides=list(strides), dilations=list(dilations), pad_type=pad_type, groups=groups, **extra)
+            return mb.relu(x=h, name="y")
+
+        x = r.standard_normal(shape).astype(np.float32)
+        pads = [pad_amounts(shape[2 + d], (kh, kw)[d], strides[d], dilations[d], pad_type, pad and (pad[2 * d], pad[2 * d + 1]))
+                for d in range(2)]
+        want = np.maximum(conv_ref(x, w, b, strides, dilations, pads, groups), 0)
+        return prog, {"x": x}, {"y": want}
+    return build
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", sorted(CONVS))
+def test_convolution(case, mode, tmp_path_factory, monkeypatch):
+    lowering(monkeypatch, mode)
+    path, inputs, want = model(f"conv/{case}", tmp_path_factory, conv_case(case))
+    check(path, inputs, want, mode, case, "neural-network engine: 2 of 2 operations in 1 segment")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("act", sorted(ACTIVATIONS))
+def test_activation_after_conv(act, mode, tmp_path_factory, monkeypatch):
+    lowering(monkeypatch, mode)
+    op, ref = ACTIVATIONS[act]
+
+    def build(r):
+        w, b = weights(r, 16, 8, 3)
+        w *= 4  # values past 6 and well below 0, so relu6 and the saturating curves clip
+
+        @mb.program(input_specs=[mb.TensorSpec(shape=(1, 8, 9, 9))], opset_version=ct.target.iOS16)
+        def prog(x):
+            return op(mb.conv(x=x, weight=w, bias=b, pad_type="same"))
+
+        x = r.standard_normal((1, 8, 9, 9)).astype(np.float32)
+        return prog, {"x": x}, {"y": ref(conv_ref(x, w, b, pads=((1, 1), (1, 1))))}
+
+    path, inputs, want = model(f"act/{act}", tmp_path_factory, build)
+    check(path, inputs, want, mode, act, "neural-network engine: 2 of 2 operations in 1 segment")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("skip_first", [False, True])
+def test_residual_block(skip_first, mode, tmp_path_factory, monkeypatch):
+    """relu(conv(relu(conv_dw(x))) + x): a depthwise then a 1×1 convolution, the add reading
+    the block's input (as its x or its y), the ReLU after."""
+    lowering(monkeypatch, mode)
+
+    def build(r):
+        c = 24
+        wd, bd = weights(r, c, 1, 3)
+        wp, bp = weights(r, c, c, 1)
+
+        @mb.program(input_specs=[mb.TensorSpec(shape=(1, c, 14, 14))], opset_version=ct.target.iOS16)
+        def prog(x):
+            h = mb.relu(x=mb.conv(x=x, weight=wd, bias=bd, pad_type="custom", pad=[1] * 4, groups=c))
+            h = mb.conv(x=h, weight=wp, bias=bp)
+            s = mb.add(x=x, y=h) if skip_first else mb.add(x=h, y=x)
+            return mb.relu(x=s, name="y")
+
+        x = r.standard_normal((1, c, 14, 14)).astype(np.float32)
+        h = np.maximum(conv_ref(x, wd, bd, pads=((1, 1), (1, 1)), groups=c), 0)
+        return prog, {"x": x}, {"y": np.maximum(conv_ref(h, wp, bp) + x, 0)}
+
+    path, inputs, want = model(f"residual/{skip_first}", tmp_path_factory, build)
+    check(path, inputs, want, mode, "residual", "neural-network engine: 5 of 5 operations in 1 segment")
+
+
+# name: (op, kernel, strides, pad_type, custom pad, exclude padding, ceil mode)
+POOLS = {
+    "max_2x2_s2": ("max_pool", (2, 2), (2, 2), "valid", None, False, False),
+    "max_3x3_s2_same": ("max_pool", (3, 3), (2, 2), "same", None, False, False),
+    "max_3x3_s1_custom": ("max_pool", (3, 3), (1, 1), "custom", [1, 1, 0, 2], False, False),
+    "avg_3x3_s1_custom": ("avg_pool", (3, 3), (1, 1), "custom", [1, 1, 1, 1], False, False),
+    "avg_3x3_s2_exclude": ("avg_pool", (3, 3), (2, 2), "custom", [1, 1, 1, 1], True, False),
+    "avg_2x2_s2_ceil_same_size": ("avg_pool", (2, 2), (2, 2), "valid", None, False, True),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", sorted(POOLS))
+def test_pooling_after_conv(case, mode, tmp_path_factory, monkeypatch):
+    lowering(monkeypatch, mode)
+    op, kernel, strides, pad_type, pad, exclude, ceil = POOLS[case]
+
+    def build(r):
+        w, b = weights(r, 16, 8, 3)
+        extra = dict(pad=pad) if pad_type == "custom" else {}
+        if op == "avg_pool":
+            extra["exclude_padding_from_average"] = exclude
+
+        @mb.program(input_specs=[mb.TensorSpec(shape=(1, 8, 12, 12))], opset_version=ct.target.iOS16)
+        def prog(x):
+            h = mb.conv(x=x, weight=w, bias=b, pad_type="same")
+            return getattr(mb, op)(x=h, kernel_sizes=list(kernel), strides=list(strides), pad_type=pad_type, ceil_mode=ceil,
+                                   name="y", **extra)
+
+        x = r.standard_normal((1, 8, 12, 12)).astype(np.float32)
+        h = conv_ref(x, w, b, pads=((1, 1), (1, 1)))
+        pads = [pad_amounts(12, kernel[d], strides[d], 1, pad_type, pad and (pad[2 * d], pad[2 * d + 1])) for d in range(2)]
+        return prog, {"x": x}, {"y": pool_ref(h, op[:3], kernel, strides, pads, exclude)}
+
+    path, inputs, want = model(f"pool/{case}", tmp_path_factory, build)
+    check(path, inputs, want, mode, case, "neural-network engine: 2 of 2 operations in 1 segment")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ceil_mode_that_adds_a_window_stays_here(mode, tmp_path_factory, monkeypatch):
+    """A 2×2 stride-2 max pool over 11×11 in ceil mode has a sixth, clipped window the layer
+    would not compute: the pool runs on the interpreter, the convolution before it is lowered."""
+    lowering(monkeypatch, mode)
+
+    def build(r):
+        w, b = weights(r, 8, 4, 3)
+
+        @mb.program(input_specs=[mb.TensorSpec(shape=(1, 4, 11, 11))], opset_version=ct.target.iOS16)
+        def prog(x):
+            h = mb.relu(x=mb.conv(x=x, weight=w, bias=b, pad_type="same"))
+            return mb.max_pool(x=h, kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid", ceil_mode=True, name="y")
+
+        x = r.standard_normal((1, 4, 11, 11)).astype(np.float32)
+        h = np.pad(np.maximum(conv_ref(x, w, b, pads=((1, 1), (1, 1))), 0), [(0, 0), (0, 0), (0, 1), (0, 1)], constant_values=-np.inf)
+        return prog, {"x": x}, {"y": pool_ref(h, "max", (2, 2), (2, 2), ((0, 0), (0, 0)))}
+
+    path, inputs, want = model("pool/ceil_adds_window", tmp_path_factory, build)
+    check(path, inputs, want, mode, "ceil mode", "neural-network engine: 2 of 3 operations in 1 segment")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_concat_along_channels(mode, tmp_path_factory, monkeypatch):
+    """Two branches (a 1×1 and a 3×3 convolution of x) joined along the channels, then a 1×1
+    convolution over both, as an Inception-style block."""
+    lowering(monkeypatch, mode)
+
+    def build(r):
+        w1, b1 = weights(r, 8, 8, 1)
+        w3, b3 = weights(r, 12, 8, 3)
+        wo, bo = weights(r, 16, 20, 1)
+
+        @mb.program(input_specs=[mb.TensorSpec(shape=(1, 8, 10, 10))], opset_version=ct.target.iOS16)
+        def prog(x):
+            a = mb.relu(x=mb.conv(x=x, weight=w1, bias=b1))
+            c = mb.relu(x=mb.conv(x=x, weight=w3, bias=b3, pad_type="same"))
+            return mb.conv(x=mb.concat(values=[a, c], axis=1), weight=wo, bias=bo, name="y")
+
+        x = r.standard_normal((1, 8, 10, 10)).astype(np.float32)
+        a = np.maximum(conv_ref(x, w1, b1), 0)
+        c = np.maximum(conv_ref(x, w3, b3, pads=((1, 1), (1, 1))), 0)
+        return prog, {"x": x}, {"y": conv_ref(np.concatenate([a, c], axis=1), wo, bo)}
+
+    path, inputs, want = model("concat", tmp_path_factory, build)
+    check(path, inputs, want, mode, "concat", "neural-network engine: 6 of 6 operations in 1 segment")
+
+
+# ---------------------------------------------------------------- segment boundaries
+
+@pytest.mark.parametrize("mode", MODES)
+def test_value_read_inside_and_after_the_segment(mode, tmp_path_factory, monkeypatch):
+    """h = relu(conv(x)) feeds a second convolution inside the segment and a reduce_mean
+    after it (which does not map): the segment writes h as well as its last value."""
+    lowering(monkeypatch, mode)
+
+    def build(r):
+        w1, b1 = weights(r, 16, 8, 3)
+        w2, b2 = weights(r, 16, 16, 1)
+
+        @mb.program(input_specs=[mb.TensorSpec(shape=(1, 8, 9, 9))], opset_version=ct.target.iOS16)
+        def prog(x):
+            h = mb.relu(x=mb.conv(x=x, weight=w1, bias=b1, pad_type="same"), name="h")
+            y = mb.conv(x=h, weight=w2, bias=b2, name="y")
+            m = mb.reduce_mean(x=h, axes=[2, 3], keep_dims=True)
+            return mb.add(x=y, y=m, name="out")
+
+        x = r.standard_normal((1, 8, 9, 9)).astype(np.float32)
+        h = np.maximum(conv_ref(x, w1, b1, pads=((1, 1), (1, 1))), 0)
+        return prog, {"x": x}, {"out": conv_ref(h, w2, b2) + h.mean(axis=(2, 3), keepdims=True)}
+
+    path, inputs, want = model("boundary/read_after", tmp_path_factory, build)
+    text = check(path, inputs, want, mode, "read after", "neural-network engine: 3 of 5 operations in 1 segment")
+    if mode == "on":
+        assert "writes h, y" in text, text
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_segment_values_that_are_function_outputs(mode, tmp_path_factory, monkeypatch):
+    """The convolution's value is read inside the segment (by the ReLU) and is a function
+    output too; the segment's last value is the other output."""
+    lowering(monkeypatch, mode)
+
+    def build(r):
+        w, b = weights(r, 16, 8, 3)
+
+        @mb.program(input_specs=[mb.TensorSpec(shape=(1, 8, 9, 9))], opset_version=ct.target.iOS16)
+        def prog(x):
+            h = mb.conv(x=x, weight=w, bias=b, pad_type="same", name="h")
+            return mb.relu(x=h, name="y"), h
+
+        x = r.standard_normal((1, 8, 9, 9)).astype(np.float32)
+        h = conv_ref(x, w, b, pads=((1, 1), (1, 1)))
+        return prog, {"x": x}, {"y": np.maximum(h, 0), "h": h}
+
+    path, inputs, want = model("boundary/function_outputs", tmp_path_factory, build)
+    text = check(path, inputs, want, mode, "function outputs", "neural-network engine: 2 of 2 operations in 1 segment")
+    if mode == "on":
+        assert "writes h, y" in text, text
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_two_segments_around_an_op_that_does_not_map(mode, tmp_path_factory, monkeypatch):
+    """conv → relu, then a multiplication by a constant (no exact layer here), then conv →
+    add(·, first segment's value) → relu: two segments, the second reading the first's value
+    across the op between them."""
+    lowering(monkeypatch, mode)
+
+    def build(r):
+        w1, b1 = weights(r, 16, 8, 3)
+        w2, b2 = weights(r, 16, 16, 3)
+
+        @mb.program(input_specs=[mb.TensorSpec(shape=(1, 8, 10, 10))], opset_version=ct.target.iOS16)
+        def prog(x):
+            h = mb.relu(x=mb.conv(x=x, weight=w1, bias=b1, pad_type="same"))
+            m = mb.mul(x=h, y=np.float32(0.5))
+            g = mb.conv(x=m, weight=w2, bias=b2, strides=[1, 1], pad_type="custom", pad=[1, 1, 1, 1])
+            return mb.relu(x=mb.add(x=g, y=h), name="y")
+
+        x = r.standard_normal((1, 8, 10, 10)).astype(np.float32)
+        h = np.maximum(conv_ref(x, w1, b1, pads=((1, 1), (1, 1))), 0)
+        return prog, {"x": x}, {"y": np.maximum(conv_ref(0.5 * h, w2, b2, pads=((1, 1), (1, 1))) + h, 0)}
+
+    path, inputs, want = model("boundary/two_segments", tmp_path_factory, build)
+    check(path, inputs, want, mode, "two segments", "neural-network engine: 5 of 6 operations in 2 segments")
+
+
+def test_fp16_program_is_not_lowered(tmp_path_factory, monkeypatch):
+    """An fp16 program (every result rounded to fp16 after each op) keeps every op here;
+    its results are the interpreter's, checked against the float64 reference at fp16's
+    tolerance."""
+    lowering(monkeypatch, "on")
+
+    def build(r):
+        w, b = weights(r, 16, 8, 3)
+
+        @mb.program(input_specs=[mb.TensorSpec(shape=(1, 8, 9, 9))], opset_version=ct.target.iOS16)
+        def prog(x):
+            return mb.relu(x=mb.conv(x=x, weight=w, bias=b, pad_type="same"), name="y")
+
+        x = r.standard_normal((1, 8, 9, 9)).astype(np.float32)
+        return prog, {"x": x}, {"y": np.maximum(conv_ref(x, w, b, pads=((1, 1), (1, 1))), 0)}
+
+    path, inputs, want = model("fp16", tmp_path_factory, build, precision="fp16")
+    check(path, inputs, want, "on", "fp16", "neural-network engine: no segment (fp16 programs are not lowered yet)",
+          rtol=1e-2, atol=1e-2)
+
+
+def test_program_without_convolutions_says_nothing(tmp_path):
+    """A program with no convolution has no lowering line (and its add and relu stay here)."""
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 4, 3, 3))], opset_version=ct.target.iOS16)
+    def prog(x):
+        return mb.relu(x=mb.add(x=x, y=x))
+
+    assert "neural-network engine" not in inspect(convert(prog, tmp_path))
