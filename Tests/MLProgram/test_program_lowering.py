@@ -415,3 +415,28 @@ def test_program_without_convolutions_says_nothing(tmp_path):
         return mb.relu(x=mb.add(x=x, y=x))
 
     assert "neural-network engine" not in inspect(convert(prog, tmp_path))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_input_read_by_the_segment_and_after_it(dtype, tmp_path_factory, monkeypatch):
+    """x feeds the segment and a multiplication after it (so it is converted to a tensor as
+    usual), z only the segment (so a float32 array goes in as the request holds it; a float64
+    one is converted first); both give the reference."""
+    lowering(monkeypatch, "on")
+
+    def build(r):
+        w, b = weights(r, 8, 8, 3)
+
+        @mb.program(input_specs=[mb.TensorSpec(shape=(1, 8, 7, 7)), mb.TensorSpec(shape=(1, 8, 7, 7))], opset_version=ct.target.iOS16)
+        def prog(x, z):
+            s = mb.relu(x=mb.add(x=mb.conv(x=x, weight=w, bias=b, pad_type="same"), y=z))
+            return mb.mul(x=s, y=x, name="y")
+
+        x = r.standard_normal((1, 8, 7, 7)).astype(np.float32)
+        z = r.standard_normal((1, 8, 7, 7)).astype(np.float32)
+        want = np.maximum(conv_ref(x, w, b, pads=((1, 1), (1, 1))) + z, 0) * x
+        return prog, {"x": x, "z": z}, {"y": want}
+
+    path, inputs, want = model("boundary/inputs", tmp_path_factory, build)
+    inputs = {k: v.astype(dtype) for k, v in inputs.items()}
+    check(path, inputs, want, "on", f"inputs as {dtype.__name__}", "neural-network engine: 3 of 4 operations in 1 segment")

@@ -1,7 +1,8 @@
 import CortadoCore
 
 /// A run of a program's ops compiled as a neural network (`MILLowering`), run as one step: the
-/// input tensors go in as multi-arrays over their own storage (no copy), and the network writes
+/// input tensors go in as multi-arrays over their own storage, function inputs only segments
+/// read as the request's arrays (`MILFrame.arrays`; neither is copied), and the network writes
 /// each output straight into the storage of the tensor that becomes its value (no zero fill,
 /// no copy after).
 final class MILLoweredSegment: @unchecked Sendable {
@@ -27,16 +28,26 @@ final class MILLoweredSegment: @unchecked Sendable {
         self.opCounts = opCounts; self.opCount = opCount
     }
 
+    /// One input of a prediction: a function input as the request holds it, or a tensor's floats.
+    private enum Input {
+        case array(MLMultiArray)
+        case floats([Float])
+    }
+
     /// The step's kernel: one prediction of the network.
     func run(_ call: MILOpCall) throws -> [MILValue] {
-        let tensors = try call.tensors(Self.valuesInput)
-        var floats: [[Float]] = []
-        floats.reserveCapacity(tensors.count)
-        for (i, t) in tensors.enumerated() {
-            guard t.shape == inputShapes[i], case .float(let values) = t.storage else {
-                throw call.error("its input '\(inputNames[i])' is \(t.dataType.rawValue)\(t.shape), the program declares fp32\(inputShapes[i])")
+        let bound = call.step.inputs[Self.valuesInput] ?? []
+        var inputs: [Input] = []
+        inputs.reserveCapacity(bound.count)
+        for (i, argument) in bound.enumerated() {
+            if case .slot(let slot, _) = argument, let array = call.frame.arrays[slot] {
+                inputs.append(.array(array))
+                continue
             }
-            floats.append(values)
+            guard let t = try call.resolve(argument).tensor, t.shape == inputShapes[i], case .float(let values) = t.storage else {
+                throw call.error("its input '\(inputNames[i])' is not the fp32\(inputShapes[i]) tensor the program declares")
+            }
+            inputs.append(.floats(values))
         }
         var options = MLPredictionOptions()
         if let outer = call.runner.layerTimes {
@@ -46,17 +57,23 @@ final class MILLoweredSegment: @unchecked Sendable {
             inner.onLayer = { layer, type, nanoseconds in outer.add(name: layer, type: type, nanoseconds: nanoseconds, parent: parent) }
             options.layerTimes = inner
         }
-        let results = try wrapping(floats) { input in try predicting(input, options) }
+        let results = try wrapping(inputs) { input in try predicting(input, options) }
         return zip(results, outputShapes).map { .tensor(MILTensor(floats: $0, shape: $1)) }
     }
 
-    /// `body` with the inputs from `index` on as multi-arrays over `floats` (read, never written).
-    private func wrapping<R>(_ floats: [[Float]], from index: Int = 0, _ features: [(name: String, value: MLFeatureValue)] = [],
+    /// `body` with the inputs from `index` on as features: arrays as they are, floats wrapped
+    /// in multi-arrays over their storage (read, never written).
+    private func wrapping<R>(_ inputs: [Input], from index: Int = 0, _ features: [(name: String, value: MLFeatureValue)] = [],
                              _ body: (MLFeatureProvider) throws -> R) throws -> R {
-        if index == floats.count { return try body(MLFeatureListProvider.make(features)) }
-        return try floats[index].withUnsafeBufferPointer { p in
-            let array = try MLMultiArray(dataPointer: UnsafeMutableRawPointer(mutating: p.baseAddress!), shape: inputShapes[index], dataType: .float32)
-            return try wrapping(floats, from: index + 1, features + [(inputNames[index], MLFeatureValue(multiArray: array))], body)
+        if index == inputs.count { return try body(MLFeatureListProvider.make(features)) }
+        switch inputs[index] {
+        case .array(let array):
+            return try wrapping(inputs, from: index + 1, features + [(inputNames[index], MLFeatureValue(multiArray: array))], body)
+        case .floats(let floats):
+            return try floats.withUnsafeBufferPointer { p in
+                let array = try MLMultiArray(dataPointer: UnsafeMutableRawPointer(mutating: p.baseAddress!), shape: inputShapes[index], dataType: .float32)
+                return try wrapping(inputs, from: index + 1, features + [(inputNames[index], MLFeatureValue(multiArray: array))], body)
+            }
         }
     }
 

@@ -148,6 +148,18 @@ final class MILLowering {
                        outputSlots: outputs.map(\.slot), outputNames: outputs.map(\.name), outputTypes: outputs.map(\.type), blocks: [])
     }
 
+    /// The function inputs that lowered segments read and nothing else does (no other step,
+    /// nor the function's outputs).
+    func inputsOnlySegmentsRead(_ body: MILBlock, inputs: [Int]) -> Set<Int> {
+        var only = Set<Int>()
+        for slot in inputs {
+            let readers = body.steps.filter { $0.readSlots.contains(slot) }
+            let returned = body.outputs.contains { if case .slot(slot, _) = $0 { return true } else { return false } }
+            if !readers.isEmpty && !returned && readers.allSatisfy({ $0.type == MILLoweredSegment.stepType }) { only.insert(slot) }
+        }
+        return only
+    }
+
     /// The `NeuralNetwork` model of a run: fp32 array features of the values' own shapes.
     static func network<I: Sequence, O: Sequence>(_ layers: [CoreML_Specification_NeuralNetworkLayer], inputs: I, outputs: O) -> CoreML_Specification_Model
         where I.Element == (String, [Int]), O.Element == (String, [Int]) {

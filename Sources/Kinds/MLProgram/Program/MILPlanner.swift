@@ -25,12 +25,16 @@ final class MILFunctionPlan {
     let fused: [String: Int]
     /// The runs of ops handed to the neural-network kind, when the planner was given a lowering.
     let lowering: MILLowering?
+    /// The inputs (by slot) that only lowered segments read: a prediction passes them on as the
+    /// request's arrays when they are fp32 of the declared shape (`MILFrame.arrays`).
+    let arrayInputs: Set<Int>
 
     init(name: String, inputs: [(name: String, type: MILType, slot: Int)], body: MILBlock, outputNames: [String], slotCount: Int,
          opCounts: [String: Int], foldedCount: Int, runCount: Int, computeTypes: Set<MILDataType>, fused: [String: Int],
          lowering: MILLowering?) {
         self.fused = fused
         self.lowering = lowering
+        arrayInputs = lowering?.inputsOnlySegmentsRead(body, inputs: inputs.map(\.slot)) ?? []
         self.name = name; self.inputs = inputs; self.body = body; self.outputNames = outputNames; self.slotCount = slotCount
         self.opCounts = opCounts; self.foldedCount = foldedCount; self.runCount = runCount; self.computeTypes = computeTypes
     }
