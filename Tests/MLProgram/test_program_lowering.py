@@ -5,7 +5,8 @@ exactly (conv, relu / relu6 / leaky_relu / sigmoid / tanh, add of two same-shape
 max_pool / avg_pool, concat along channels) and holds a convolution is compiled as a
 neural network and run as one step; `CORTADO_MIL_LOWERING=0` keeps every op on the
 interpreter. Every case runs with lowering on and off against a float64 NumPy reference
-written here from the op definitions (rtol 1e-4, atol 1e-4: sums of up to 288 fp32 products,
+written from the op definitions (test_spatial_ops.py's convolution and pooling, with MIL's
+padding for each pad_type) (rtol 1e-4, atol 1e-4: sums of up to 216 fp32 products,
 Winograd's transforms among the algorithms the network may pick), and `cortado inspect` says
 how many ops ran on the neural-network engine in how many segments, so a case cannot pass by
 not lowering (or by lowering what it must not).
@@ -13,6 +14,7 @@ not lowering (or by lowering what it must not).
 import numpy as np
 import pytest
 
+import test_spatial_ops as spatial
 from milharness import assert_close, convert, ct, inspect, mb, predict
 
 RTOL = ATOL = 1e-4
@@ -27,57 +29,17 @@ def lowering(monkeypatch, mode):
 
 
 # ---------------------------------------------------------------- references (float64, NCHW)
+# test_spatial_ops.py's, written from conv.py and pool.py (`window_pads`: MIL's padding for
+# each pad_type, the odd element of `same` after).
 
-def pad_amounts(size, kernel, stride, dilation, pad_type, pad=None):
-    """(before, after) of one spatial axis as MIL defines them: `same` puts the odd element
-    after, `custom` reads `pad`."""
-    eff = (kernel - 1) * dilation + 1
-    if pad_type == "valid":
-        return 0, 0
-    if pad_type == "custom":
-        return pad
-    total = max(0, (-(-size // stride) - 1) * stride + eff - size)
-    return total // 2, total - total // 2
+def conv_ref(x, w, b, strides=(1, 1), dilations=(1, 1), groups=1, pad_type="valid", pad=None):
+    before, after = spatial.window_pads(pad_type, x.shape[2:], w.shape[2:], strides, dilations, pad)
+    return spatial.conv_ref(x, w, b, strides, dilations, groups, before, after)
 
 
-def conv_ref(x, w, b, stride=(1, 1), dilation=(1, 1), pads=((0, 0), (0, 0)), groups=1):
-    """out[n, o, i, j] = b[o] + Σ_{c in o's group, p, q} w[o, c, p, q] · xpad[n, c, i·s + p·d, j·s + q·d]."""
-    x, w = x.astype(np.float64), w.astype(np.float64)
-    n, cin, h, wd = x.shape
-    cout, per, kh, kw = w.shape
-    xp = np.pad(x, [(0, 0), (0, 0), pads[0], pads[1]])
-    ekh, ekw = (kh - 1) * dilation[0] + 1, (kw - 1) * dilation[1] + 1
-    oh, ow = (xp.shape[2] - ekh) // stride[0] + 1, (xp.shape[3] - ekw) // stride[1] + 1
-    out = np.zeros((n, cout, oh, ow))
-    og = cout // groups
-    for g in range(groups):
-        xs = xp[:, g * per:(g + 1) * per]
-        for p in range(kh):
-            for q in range(kw):
-                r0, c0 = p * dilation[0], q * dilation[1]
-                win = xs[:, :, r0:r0 + (oh - 1) * stride[0] + 1:stride[0], c0:c0 + (ow - 1) * stride[1] + 1:stride[1]]
-                out[:, g * og:(g + 1) * og] += np.einsum("oc,nchw->nohw", w[g * og:(g + 1) * og, :, p, q], win)
-    return out if b is None else out + b.astype(np.float64)[None, :, None, None]
-
-
-def pool_ref(x, kind, kernel, stride, pads, exclude=False):
-    """Max (padding never wins) or average (over the window, or with `exclude` over its
-    positions inside the input) of each window of the padded input."""
-    x = x.astype(np.float64)
-    n, c, h, w = x.shape
-    (t, bo), (l, r) = pads
-    oh, ow = (h + t + bo - kernel[0]) // stride[0] + 1, (w + l + r - kernel[1]) // stride[1] + 1
-    out = np.zeros((n, c, oh, ow))
-    for i in range(oh):
-        for j in range(ow):
-            h0, w0 = i * stride[0] - t, j * stride[1] - l
-            win = x[:, :, max(h0, 0):min(h0 + kernel[0], h), max(w0, 0):min(w0 + kernel[1], w)]
-            if kind == "max":
-                out[:, :, i, j] = win.max(axis=(2, 3))
-            else:
-                count = win.shape[2] * win.shape[3] if exclude else kernel[0] * kernel[1]
-                out[:, :, i, j] = win.sum(axis=(2, 3)) / count
-    return out
+def pool_ref(x, kind, kernel, strides, pad_type, pad=None, exclude=False, ceil_mode=False):
+    before, after = spatial.window_pads(pad_type, x.shape[2:], kernel, strides, (1, 1), pad)
+    return spatial.pool_ref(x, kind, kernel, strides, before, after, ceil_mode=ceil_mode, exclude=exclude)
 
 
 # name: (the op on v, its reference)
@@ -159,9 +121,7 @@ def conv_case(case):
             return mb.relu(x=h, name="y")
 
         x = r.standard_normal(shape).astype(np.float32)
-        pads = [pad_amounts(shape[2 + d], (kh, kw)[d], strides[d], dilations[d], pad_type, pad and (pad[2 * d], pad[2 * d + 1]))
-                for d in range(2)]
-        want = np.maximum(conv_ref(x, w, b, strides, dilations, pads, groups), 0)
+        want = np.maximum(conv_ref(x, w, b, strides, dilations, groups, pad_type, pad), 0)
         return prog, {"x": x}, {"y": want}
     return build
 
@@ -189,7 +149,7 @@ def test_activation_after_conv(act, mode, tmp_path_factory, monkeypatch):
             return op(mb.conv(x=x, weight=w, bias=b, pad_type="same"))
 
         x = r.standard_normal((1, 8, 9, 9)).astype(np.float32)
-        return prog, {"x": x}, {"y": ref(conv_ref(x, w, b, pads=((1, 1), (1, 1))))}
+        return prog, {"x": x}, {"y": ref(conv_ref(x, w, b, pad_type="same"))}
 
     path, inputs, want = model(f"act/{act}", tmp_path_factory, build)
     check(path, inputs, want, mode, act, "neural-network engine: 2 of 2 operations in 1 segment")
@@ -215,7 +175,7 @@ def test_residual_block(skip_first, mode, tmp_path_factory, monkeypatch):
             return mb.relu(x=s, name="y")
 
         x = r.standard_normal((1, c, 14, 14)).astype(np.float32)
-        h = np.maximum(conv_ref(x, wd, bd, pads=((1, 1), (1, 1)), groups=c), 0)
+        h = np.maximum(conv_ref(x, wd, bd, groups=c, pad_type="custom", pad=[1] * 4), 0)
         return prog, {"x": x}, {"y": np.maximum(conv_ref(h, wp, bp) + x, 0)}
 
     path, inputs, want = model(f"residual/{skip_first}", tmp_path_factory, build)
@@ -252,9 +212,8 @@ def test_pooling_after_conv(case, mode, tmp_path_factory, monkeypatch):
                                    name="y", **extra)
 
         x = r.standard_normal((1, 8, 12, 12)).astype(np.float32)
-        h = conv_ref(x, w, b, pads=((1, 1), (1, 1)))
-        pads = [pad_amounts(12, kernel[d], strides[d], 1, pad_type, pad and (pad[2 * d], pad[2 * d + 1])) for d in range(2)]
-        return prog, {"x": x}, {"y": pool_ref(h, op[:3], kernel, strides, pads, exclude)}
+        h = conv_ref(x, w, b, pad_type="same")
+        return prog, {"x": x}, {"y": pool_ref(h, op[:3], kernel, strides, pad_type, pad, exclude, ceil)}
 
     path, inputs, want = model(f"pool/{case}", tmp_path_factory, build)
     check(path, inputs, want, mode, case, "neural-network engine: 2 of 2 operations in 1 segment")
@@ -275,8 +234,8 @@ def test_ceil_mode_that_adds_a_window_stays_here(mode, tmp_path_factory, monkeyp
             return mb.max_pool(x=h, kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid", ceil_mode=True, name="y")
 
         x = r.standard_normal((1, 4, 11, 11)).astype(np.float32)
-        h = np.pad(np.maximum(conv_ref(x, w, b, pads=((1, 1), (1, 1))), 0), [(0, 0), (0, 0), (0, 1), (0, 1)], constant_values=-np.inf)
-        return prog, {"x": x}, {"y": pool_ref(h, "max", (2, 2), (2, 2), ((0, 0), (0, 0)))}
+        h = np.maximum(conv_ref(x, w, b, pad_type="same"), 0)
+        return prog, {"x": x}, {"y": pool_ref(h, "max", (2, 2), (2, 2), "valid", ceil_mode=True)}
 
     path, inputs, want = model("pool/ceil_adds_window", tmp_path_factory, build)
     check(path, inputs, want, mode, "ceil mode", "neural-network engine: 2 of 3 operations in 1 segment")
@@ -301,7 +260,7 @@ def test_concat_along_channels(mode, tmp_path_factory, monkeypatch):
 
         x = r.standard_normal((1, 8, 10, 10)).astype(np.float32)
         a = np.maximum(conv_ref(x, w1, b1), 0)
-        c = np.maximum(conv_ref(x, w3, b3, pads=((1, 1), (1, 1))), 0)
+        c = np.maximum(conv_ref(x, w3, b3, pad_type="same"), 0)
         return prog, {"x": x}, {"y": conv_ref(np.concatenate([a, c], axis=1), wo, bo)}
 
     path, inputs, want = model("concat", tmp_path_factory, build)
@@ -328,7 +287,7 @@ def test_value_read_inside_and_after_the_segment(mode, tmp_path_factory, monkeyp
             return mb.add(x=y, y=m, name="out")
 
         x = r.standard_normal((1, 8, 9, 9)).astype(np.float32)
-        h = np.maximum(conv_ref(x, w1, b1, pads=((1, 1), (1, 1))), 0)
+        h = np.maximum(conv_ref(x, w1, b1, pad_type="same"), 0)
         return prog, {"x": x}, {"out": conv_ref(h, w2, b2) + h.mean(axis=(2, 3), keepdims=True)}
 
     path, inputs, want = model("boundary/read_after", tmp_path_factory, build)
@@ -352,7 +311,7 @@ def test_segment_values_that_are_function_outputs(mode, tmp_path_factory, monkey
             return mb.relu(x=h, name="y"), h
 
         x = r.standard_normal((1, 8, 9, 9)).astype(np.float32)
-        h = conv_ref(x, w, b, pads=((1, 1), (1, 1)))
+        h = conv_ref(x, w, b, pad_type="same")
         return prog, {"x": x}, {"y": np.maximum(h, 0), "h": h}
 
     path, inputs, want = model("boundary/function_outputs", tmp_path_factory, build)
@@ -380,8 +339,8 @@ def test_two_segments_around_an_op_that_does_not_map(mode, tmp_path_factory, mon
             return mb.relu(x=mb.add(x=g, y=h), name="y")
 
         x = r.standard_normal((1, 8, 10, 10)).astype(np.float32)
-        h = np.maximum(conv_ref(x, w1, b1, pads=((1, 1), (1, 1))), 0)
-        return prog, {"x": x}, {"y": np.maximum(conv_ref(0.5 * h, w2, b2, pads=((1, 1), (1, 1))) + h, 0)}
+        h = np.maximum(conv_ref(x, w1, b1, pad_type="same"), 0)
+        return prog, {"x": x}, {"y": np.maximum(conv_ref(0.5 * h, w2, b2, pad_type="same") + h, 0)}
 
     path, inputs, want = model("boundary/two_segments", tmp_path_factory, build)
     check(path, inputs, want, mode, "two segments", "neural-network engine: 5 of 6 operations in 2 segments")
@@ -401,7 +360,7 @@ def test_fp16_program_is_not_lowered(tmp_path_factory, monkeypatch):
             return mb.relu(x=mb.conv(x=x, weight=w, bias=b, pad_type="same"), name="y")
 
         x = r.standard_normal((1, 8, 9, 9)).astype(np.float32)
-        return prog, {"x": x}, {"y": np.maximum(conv_ref(x, w, b, pads=((1, 1), (1, 1))), 0)}
+        return prog, {"x": x}, {"y": np.maximum(conv_ref(x, w, b, pad_type="same"), 0)}
 
     path, inputs, want = model("fp16", tmp_path_factory, build, precision="fp16")
     check(path, inputs, want, "on", "fp16", "neural-network engine: no segment (fp16 programs are not lowered yet)",
@@ -434,7 +393,7 @@ def test_input_read_by_the_segment_and_after_it(dtype, tmp_path_factory, monkeyp
 
         x = r.standard_normal((1, 8, 7, 7)).astype(np.float32)
         z = r.standard_normal((1, 8, 7, 7)).astype(np.float32)
-        want = np.maximum(conv_ref(x, w, b, pads=((1, 1), (1, 1))) + z, 0) * x
+        want = np.maximum(conv_ref(x, w, b, pad_type="same") + z, 0) * x
         return prog, {"x": x, "z": z}, {"y": want}
 
     path, inputs, want = model("boundary/inputs", tmp_path_factory, build)
