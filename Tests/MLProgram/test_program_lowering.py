@@ -11,11 +11,15 @@ Winograd's transforms among the algorithms the network may pick), and `cortado i
 how many ops ran on the neural-network engine in how many segments, so a case cannot pass by
 not lowering (or by lowering what it must not).
 """
+import json
+import re
+import subprocess
+
 import numpy as np
 import pytest
 
 import test_spatial_ops as spatial
-from milharness import assert_close, convert, ct, inspect, mb, predict
+from milharness import array_json, assert_close, convert, cortado_command, ct, inspect, mb, predict
 
 RTOL = ATOL = 1e-4
 MODES = ["on", "off"]
@@ -399,3 +403,42 @@ def test_input_read_by_the_segment_and_after_it(dtype, tmp_path_factory, monkeyp
     path, inputs, want = model("boundary/inputs", tmp_path_factory, build)
     inputs = {k: v.astype(dtype) for k, v in inputs.items()}
     check(path, inputs, want, "on", f"inputs as {dtype.__name__}", "neural-network engine: 3 of 4 operations in 1 segment")
+
+
+def test_report_layers_nests_the_networks_under_their_segments(tmp_path, monkeypatch):
+    """`cortado report --layers`: each segment is one top-level entry (the top-level shares add
+    up to 100%) followed by its network's layers, indented; with lowering off the program's
+    own ops are the entries and nothing is nested."""
+    r = np.random.default_rng(31)
+    w1, b1 = weights(r, 8, 4, 3)
+    w2, b2 = weights(r, 8, 8, 1)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 4, 8, 8))], opset_version=ct.target.iOS16)
+    def prog(x):
+        h = mb.mul(x=mb.relu(x=mb.conv(x=x, weight=w1, bias=b1, pad_type="same", name="first")), y=np.float32(0.5), name="half")
+        return mb.relu(x=mb.conv(x=h, weight=w2, bias=b2, name="second"), name="y")
+
+    path = convert(prog, tmp_path)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"x": array_json(r.standard_normal((1, 4, 8, 8)).astype(np.float32))}) + "\n")
+    entry = re.compile(r"^(  +)(\S.*?)\s+([\d.]+) µs\s+([\d.]+)%\s+(.*)$")
+
+    def table():
+        done = subprocess.run(cortado_command() + ["report", str(path), "--input", str(rows), "--iterations", "3", "--layers"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout[done.stdout.index("layers "):].splitlines()[2:]
+        found = [entry.match(l) for l in lines]
+        assert all(found), lines
+        top = {m.group(2): float(m.group(4)) for m in found if len(m.group(1)) == 2}
+        nested = [(m.group(2), m.group(5)) for m in found if len(m.group(1)) == 4]
+        assert abs(sum(top.values()) - 100) < 0.5, lines
+        return lines, top, nested
+
+    lowering(monkeypatch, "on")
+    lines, top, nested = table()
+    assert set(top) == {"neural network 1", "neural network 2", "half"}, lines
+    assert {name for name, _ in nested} == {"first", "second"} and all(t.startswith("convolution") for _, t in nested), lines
+    lowering(monkeypatch, "off")
+    lines, top, nested = table()
+    assert not nested and {"first", "half", "second"} <= set(top), lines
