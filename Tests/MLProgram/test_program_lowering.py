@@ -162,28 +162,36 @@ def test_activation_after_conv(act, mode, tmp_path_factory, monkeypatch):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("skip_first", [False, True])
 def test_residual_block(skip_first, mode, tmp_path_factory, monkeypatch):
-    """relu(conv(relu(conv_dw(x))) + x): a depthwise then a 1×1 convolution, the add reading
-    the block's input (as its x or its y), the ReLU after."""
+    """A 1×1 stem, then relu(conv_1x1(relu(conv_dw(h))) + h): a depthwise then a 1×1
+    convolution, the add reading the block's input (as its x or its y), the ReLU after. On the
+    vector paths the network runs the block in the channel-blocked layout, the depthwise and
+    the 1×1 as one step, the add in the 1×1's epilogue (blobs of rank 4, as the program's)."""
     lowering(monkeypatch, mode)
 
     def build(r):
         c = 24
+        ws, bs = weights(r, c, 8, 1)
         wd, bd = weights(r, c, 1, 3)
         wp, bp = weights(r, c, c, 1)
 
-        @mb.program(input_specs=[mb.TensorSpec(shape=(1, c, 14, 14))], opset_version=ct.target.iOS16)
+        @mb.program(input_specs=[mb.TensorSpec(shape=(1, 8, 14, 14))], opset_version=ct.target.iOS16)
         def prog(x):
-            h = mb.relu(x=mb.conv(x=x, weight=wd, bias=bd, pad_type="custom", pad=[1] * 4, groups=c))
-            h = mb.conv(x=h, weight=wp, bias=bp)
-            s = mb.add(x=x, y=h) if skip_first else mb.add(x=h, y=x)
+            h = mb.relu(x=mb.conv(x=x, weight=ws, bias=bs))
+            g = mb.relu(x=mb.conv(x=h, weight=wd, bias=bd, pad_type="custom", pad=[1] * 4, groups=c))
+            g = mb.conv(x=g, weight=wp, bias=bp)
+            s = mb.add(x=h, y=g) if skip_first else mb.add(x=g, y=h)
             return mb.relu(x=s, name="y")
 
-        x = r.standard_normal((1, c, 14, 14)).astype(np.float32)
-        h = np.maximum(conv_ref(x, wd, bd, groups=c, pad_type="custom", pad=[1] * 4), 0)
-        return prog, {"x": x}, {"y": np.maximum(conv_ref(h, wp, bp) + x, 0)}
+        x = r.standard_normal((1, 8, 14, 14)).astype(np.float32)
+        h = np.maximum(conv_ref(x, ws, bs), 0)
+        g = np.maximum(conv_ref(h, wd, bd, groups=c, pad_type="custom", pad=[1] * 4), 0)
+        return prog, {"x": x}, {"y": np.maximum(conv_ref(g, wp, bp) + h, 0)}
 
     path, inputs, want = model(f"residual/{skip_first}", tmp_path_factory, build)
-    check(path, inputs, want, mode, "residual", "neural-network engine: 5 of 5 operations in 1 segment")
+    text = check(path, inputs, want, mode, "residual", "neural-network engine: 7 of 7 operations in 1 segment")
+    if mode == "on" and re.search(r"Kernel path:\s+(avx512|avx2) ", text):
+        assert "then residual add, ReLU" in text, text
+        assert re.search(r"channel-blocked layout \(NCHW16c\): \d+ layers \([^)]* \+ ", text), text
 
 
 # name: (op, kernel, strides, pad_type, custom pad, exclude padding, ceil mode)
