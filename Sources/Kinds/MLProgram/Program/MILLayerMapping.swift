@@ -23,7 +23,7 @@ enum MILLayerMapping {
     /// The layer for `step`, or nil when it does not map. `types` are the declared types of the
     /// values by slot; `slotCount` sizes the scratch frame the op's constants are read through.
     static func layer(for step: MILStep, types: [Int: MILType], slotCount: Int) -> CoreML_Specification_NeuralNetworkLayer? {
-        guard step.blocks.isEmpty, step.outputSlots.count == 1, shape4(step.outputTypes[0]) != nil,
+        guard step.blocks.isEmpty, step.outputSlots.count == 1, let out = shape4(step.outputTypes[0]),
               let allowed = inputsRead[step.type], Set(step.inputs.keys).isSubset(of: allowed) else { return nil }
         var layer = CoreML_Specification_NeuralNetworkLayer()
         layer.name = step.name
@@ -31,11 +31,11 @@ enum MILLayerMapping {
         let call = MILOpCall(step: step, frame: MILFrame(slotCount: slotCount), runner: MILRunner())
         switch step.type {
         case "conv":
-            guard let (x, shape) = computed(step, "x", types), let p = convolution(step, call, input: shape) else { return nil }
+            guard let (x, shape) = computed(step, "x", types), let p = convolution(call, input: shape, output: out) else { return nil }
             layer.input = [x]
             layer.convolution = p
         case "relu", "leaky_relu", "sigmoid", "tanh", "relu6":
-            guard let (x, _) = computed(step, "x", types) else { return nil }
+            guard let (x, shape) = computed(step, "x", types), shape == out else { return nil }
             layer.input = [x]
             var a = CoreML_Specification_ActivationParams()
             switch step.type {
@@ -54,12 +54,11 @@ enum MILLayerMapping {
             }
             layer.activation = a
         case "add":
-            guard let (x, xs) = computed(step, "x", types), let (y, ys) = computed(step, "y", types), xs == ys,
-                  xs == shape4(step.outputTypes[0]) else { return nil }
+            guard let (x, xs) = computed(step, "x", types), let (y, ys) = computed(step, "y", types), xs == out, ys == out else { return nil }
             layer.input = [x, y]
             layer.add = .init()
         case "max_pool", "avg_pool":
-            guard let (x, shape) = computed(step, "x", types), let p = pooling(step, call, input: shape) else { return nil }
+            guard let (x, shape) = computed(step, "x", types), let p = pooling(step, call, input: shape, output: out) else { return nil }
             layer.input = [x]
             layer.pooling = p
         case "concat":
@@ -68,11 +67,12 @@ enum MILLayerMapping {
             var names: [String] = []
             var channels = 0
             for argument in bound {
-                guard case .slot(let s, let name) = argument, let shape = shape4(types[s]) else { return nil }
+                guard case .slot(let s, let name) = argument, let shape = shape4(types[s]),
+                      shape[0] == out[0], shape[2] == out[2], shape[3] == out[3] else { return nil }
                 names.append(name)
                 channels += shape[1]
             }
-            guard shape4(step.outputTypes[0])?[1] == channels else { return nil }
+            guard channels == out[1] else { return nil }
             layer.input = names
             layer.concat = .init()
         default:
@@ -108,13 +108,13 @@ enum MILLayerMapping {
 
     /// `conv` with constant parameters as `ConvolutionLayerParams`, its output size checked
     /// against the declared one.
-    private static func convolution(_ step: MILStep, _ call: MILOpCall, input x: [Int]) -> CoreML_Specification_ConvolutionLayerParams? {
+    private static func convolution(_ call: MILOpCall, input x: [Int], output: [Int]) -> CoreML_Specification_ConvolutionLayerParams? {
         guard call.isConstant("weight"), !call.has("bias") || call.isConstant("bias"),
               let w = try? call.tensor("weight"), w.rank == 4, w.dataType.isFloat,
               let groups = try? call.int("groups", default: 1), groups > 0, x[1] % groups == 0, w.shape[0] % groups == 0,
               w.shape[1] == x[1] / groups,
               let g = try? MILWindowGeometry.read(call, spatial: [x[2], x[3]], kernel: [w.shape[2], w.shape[3]], dilated: true),
-              [x[0], w.shape[0]] + g.declaredOutput == shape4(step.outputTypes[0]) else { return nil }
+              [x[0], w.shape[0]] + g.declaredOutput == output else { return nil }
         var bias: MILTensor?
         if call.has("bias") {
             guard let b = try? call.tensor("bias"), b.count == w.shape[0], b.dataType.isFloat else { return nil }
@@ -138,13 +138,13 @@ enum MILLayerMapping {
     }
 
     /// `max_pool` / `avg_pool` with constant parameters as `PoolingLayerParams`.
-    private static func pooling(_ step: MILStep, _ call: MILOpCall, input x: [Int]) -> CoreML_Specification_PoolingLayerParams? {
+    private static func pooling(_ step: MILStep, _ call: MILOpCall, input x: [Int], output: [Int]) -> CoreML_Specification_PoolingLayerParams? {
         guard ["kernel_sizes", "strides", "pad_type", "pad", "ceil_mode", "exclude_padding_from_average"].allSatisfy({ !call.has($0) || call.isConstant($0) }),
               let kernel = try? call.ints("kernel_sizes"), kernel.count == 2,
               let ceil = try? call.bool("ceil_mode", default: false),
               let exclude = try? call.bool("exclude_padding_from_average", default: false),
               let g = try? MILWindowGeometry.read(call, spatial: [x[2], x[3]], kernel: kernel, dilated: false),
-              [x[0], x[1]] + g.declaredOutput == shape4(step.outputTypes[0]) else { return nil }
+              [x[0], x[1]] + g.declaredOutput == output else { return nil }
         // Ceil mode maps only where it adds no window (the sizes equal the floor mode's).
         if ceil, (try? MILWindowGeometry.read(call, spatial: [x[2], x[3]], kernel: kernel, dilated: false, ceilMode: true))?.output != g.output {
             return nil
