@@ -70,8 +70,9 @@ final class MILLowering {
     /// Operations the segments run.
     var loweredCount: Int { segments.reduce(0) { $0 + $1.opCount } }
 
-    /// The steps of a function body with each lowerable run replaced by one step. `types` are the
-    /// declared types of the values no step writes (the function's inputs); `outputs` the body's.
+    /// The steps of a function body with each lowerable run replaced by one step. `inputTypes` are
+    /// the declared types of the values no step writes (the function's inputs); `outputs` the
+    /// body's; `slotCount` the function's slots so far.
     func lower(_ steps: [MILStep], outputs: [MILArgument], inputTypes: [Int: MILType], slotCount: Int) -> [MILStep] {
         bodyCount = steps.count
         guard compile != nil else { return steps }
