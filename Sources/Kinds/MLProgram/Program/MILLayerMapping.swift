@@ -34,25 +34,25 @@ enum MILLayerMapping {
             guard let (x, shape) = computed(step, "x", types), let p = convolution(call, input: shape, output: out) else { return nil }
             layer.input = [x]
             layer.convolution = p
-        case "relu", "leaky_relu", "sigmoid", "tanh", "relu6":
+        case "relu", "leaky_relu", "sigmoid", "tanh":
             guard let (x, shape) = computed(step, "x", types), shape == out else { return nil }
             layer.input = [x]
             var a = CoreML_Specification_ActivationParams()
             switch step.type {
             case "relu": a.reLu = .init()
             case "leaky_relu":
-                guard let alpha = try? call.float("alpha", default: 0.01), call.isConstant("alpha") || !call.has("alpha") else { return nil }
+                guard !call.has("alpha") || call.isConstant("alpha"), let alpha = try? call.float("alpha", default: 0.01) else { return nil }
                 a.leakyReLu.alpha = alpha
             case "sigmoid": a.sigmoid = .init()
-            case "tanh": a.tanh = .init()
-            default:
-                var clip = CoreML_Specification_ClipLayerParams()
-                clip.minVal = 0
-                clip.maxVal = 6
-                layer.clip = clip
-                return layer
+            default: a.tanh = .init()
             }
             layer.activation = a
+        case "relu6":
+            guard let (x, shape) = computed(step, "x", types), shape == out else { return nil }
+            layer.input = [x]
+            var clip = CoreML_Specification_ClipLayerParams()
+            (clip.minVal, clip.maxVal) = (0, 6)
+            layer.clip = clip
         case "add":
             guard let (x, xs) = computed(step, "x", types), let (y, ys) = computed(step, "y", types), xs == out, ys == out else { return nil }
             layer.input = [x, y]
