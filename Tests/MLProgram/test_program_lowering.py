@@ -450,3 +450,31 @@ def test_report_layers_nests_the_networks_under_their_segments(tmp_path, monkeyp
     lowering(monkeypatch, "off")
     lines, top, nested = table()
     assert not nested and {"first", "half", "second"} <= set(top), lines
+
+
+def test_function_of_a_multifunction_model(tmp_path, monkeypatch):
+    """A convolution function picked with --function in a two-function model: its segment
+    compiles as a network of its own (which has one function), and each function gives its
+    reference."""
+    lowering(monkeypatch, "on")
+    r = np.random.default_rng(41)
+    w1, b1 = weights(r, 8, 4, 3)
+    w2, b2 = weights(r, 8, 4, 1)
+    paths = []
+    for name, (w, b, pad_type) in {"a": (w1, b1, "same"), "b": (w2, b2, "valid")}.items():
+        @mb.program(input_specs=[mb.TensorSpec(shape=(1, 4, 6, 6))], opset_version=ct.target.iOS18)
+        def prog(x):
+            return mb.relu(x=mb.conv(x=x, weight=w, bias=b, pad_type=pad_type), name="y")
+        paths.append(convert(prog, tmp_path, name=name, minimum_deployment_target=ct.target.iOS18))
+    desc = ct.utils.MultiFunctionDescriptor()
+    desc.add_function(str(paths[0]), src_function_name="main", target_function_name="wide")
+    desc.add_function(str(paths[1]), src_function_name="main", target_function_name="pointwise")
+    desc.default_function_name = "pointwise"
+    path = tmp_path / "multi.mlpackage"
+    ct.utils.save_multifunction(desc, str(path))
+
+    x = r.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    assert_close(predict(path, [{"x": x}])[0]["y"], np.maximum(conv_ref(x, w2, b2), 0), rtol=RTOL, atol=ATOL, what="default")
+    got = predict(path, [{"x": x}], extra_args=["--function", "wide"])[0]["y"]
+    assert_close(got, np.maximum(conv_ref(x, w1, b1, pad_type="same"), 0), rtol=RTOL, atol=ATOL, what="--function wide")
+    assert "neural-network engine: 2 of 2 operations in 1 segment" in inspect(path, "--function", "wide")
