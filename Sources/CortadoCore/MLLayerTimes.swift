@@ -1,14 +1,17 @@
 import Foundation
 
 /// Time spent per layer, for `cortado report --layers`: a kind that runs layers (neural
-/// networks) adds each layer's wall time when `MLPredictionOptions.layerTimes` is set.
-/// Collect from one prediction at a time (it is not locked).
+/// networks) adds each layer's wall time when `MLPredictionOptions.layerTimes` is set. An entry
+/// may sit inside another (`parent`: the layers of a network an ML Program step runs), its time
+/// part of its parent's. Collect from one prediction at a time (it is not locked).
 public final class MLLayerTimes: @unchecked Sendable {
     public struct Entry: Sendable {
         public let name: String
         public let type: String
         public var nanoseconds: UInt64 = 0
         public var runs = 0
+        /// The entry whose time includes this one's, nil for a top-level entry.
+        public var parent: String? = nil
     }
 
     /// Layers in the order they first ran.
@@ -20,17 +23,19 @@ public final class MLLayerTimes: @unchecked Sendable {
 
     public init() {}
 
-    public func add(name: String, type: String, nanoseconds: UInt64) {
+    public func add(name: String, type: String, nanoseconds: UInt64, parent: String? = nil) {
         onLayer?(name, type, nanoseconds)
+        let key = parent.map { "\($0)\u{0}\(name)" } ?? name
         let i: Int
-        if let found = index[name] { i = found } else {
+        if let found = index[key] { i = found } else {
             i = entries.count
-            index[name] = i
-            entries.append(Entry(name: name, type: type))
+            index[key] = i
+            entries.append(Entry(name: name, type: type, parent: parent))
         }
         entries[i].nanoseconds += nanoseconds
         entries[i].runs += 1
     }
 
-    public var totalNanoseconds: UInt64 { entries.reduce(0) { $0 + $1.nanoseconds } }
+    /// The top-level entries' time (a nested entry's is part of its parent's).
+    public var totalNanoseconds: UInt64 { entries.reduce(0) { $0 + ($1.parent == nil ? $1.nanoseconds : 0) } }
 }

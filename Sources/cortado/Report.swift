@@ -117,17 +117,23 @@ struct Report: ParsableCommand {
         }
     }
 
-    /// Layers by total time: mean per prediction, share of all layer time, type.
+    /// Layers by total time: mean per prediction, share of all layer time, type. An entry that
+    /// runs others (an ML Program's neural-network segment) is followed by them, indented.
     private func layerTable(_ times: MLLayerTimes) -> String {
         guard !times.entries.isEmpty else { return "layers         this model runs no layers (--layers times neural networks)" }
         let total = Double(max(times.totalNanoseconds, 1))
-        let width = max(5, times.entries.map(\.name.count).max() ?? 0)
+        let width = max(5, times.entries.map { $0.name.count + ($0.parent == nil ? 0 : 2) }.max() ?? 0)
         var lines = ["layers         \(times.entries.count) timed over \(iterations) predictions, by total time"]
         lines.append("  " + "layer".padding(toLength: width, withPad: " ", startingAt: 0) + "   mean/pred    share  type")
-        for e in times.entries.sorted(by: { $0.nanoseconds > $1.nanoseconds }) {
+        let byTime = times.entries.sorted(by: { $0.nanoseconds > $1.nanoseconds })
+        func add(_ e: MLLayerTimes.Entry, indent: String) {
             let mean = Double(e.nanoseconds) / Double(iterations) / 1e3
-            lines.append("  " + e.name.padding(toLength: width, withPad: " ", startingAt: 0)
+            lines.append("  " + (indent + e.name).padding(toLength: width, withPad: " ", startingAt: 0)
                          + String(format: " %9.1f µs %7.1f%%  ", mean, 100 * Double(e.nanoseconds) / total) + e.type)
+        }
+        for e in byTime where e.parent == nil {
+            add(e, indent: "")
+            for inner in byTime where inner.parent == e.name { add(inner, indent: "  ") }
         }
         return lines.joined(separator: "\n")
     }

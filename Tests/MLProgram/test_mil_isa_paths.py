@@ -7,7 +7,8 @@ same NumPy references; depthwise convolutions (groups = channels, strides 1 and 
 folded ReLU) run on the default path, AVX2 and portable; a linear layer large enough for
 several GEMM panels runs on each path. On a CPU without AVX2 the forced path falls back to
 the portable one and the cases still check the results. Tolerances as test_spatial_ops.py's
-for sums of products (rtol=1e-4, atol=1e-4)."""
+for sums of products (rtol=1e-4, atol=1e-4). The interpreter's kernels are what these check, so
+the module runs with `CORTADO_MIL_LOWERING=0` (lowered convolutions: test_program_lowering.py)."""
 import numpy as np
 import pytest
 
@@ -15,6 +16,11 @@ import test_spatial_ops as spatial
 from milharness import assert_close, ct, mb, only, rng
 
 ISAS = ["avx2", "portable"]
+
+
+@pytest.fixture(autouse=True)
+def interpreter_only(monkeypatch):
+    monkeypatch.setenv("CORTADO_MIL_LOWERING", "0")
 CASES_2D = sorted(c for c in spatial.CONV_CASES if c.startswith("2d"))
 
 

@@ -16,7 +16,9 @@ the program's shape (the residual read per image). `cortado inspect` shows what 
 a case cannot pass by not fusing; the cases that must NOT fuse (the convolution's output read
 twice, an add that broadcasts, a ReLU before the add, a skip computed after the convolution)
 check that too. `cortado predict` uses every core (two threads on the CI hosts), so the
-kernels' splitting of the output is exercised.
+kernels' splitting of the output is exercised. These are the interpreter's own fusions, so the
+module runs with `CORTADO_MIL_LOWERING=0` (with it on, these runs go to the neural-network
+engine: test_program_lowering.py).
 """
 import importlib.util
 from pathlib import Path
@@ -33,6 +35,11 @@ _spec.loader.exec_module(_isa)
 # The paths this CPU has, narrowest first ("portable" always).
 PATHS = _isa.ORDER[:_isa.ORDER.index(_isa.cpu_best()) + 1]
 RTOL = ATOL = 1e-4
+
+
+@pytest.fixture(autouse=True)
+def interpreter_only(monkeypatch):
+    monkeypatch.setenv("CORTADO_MIL_LOWERING", "0")
 
 
 def use_isa(monkeypatch, isa):

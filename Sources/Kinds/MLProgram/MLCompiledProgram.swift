@@ -88,6 +88,11 @@ final class MLCompiledProgram: MLStatefulCompiledModel, @unchecked Sendable {
             guard let feature = inputFeatures[i], let value = input.featureValue(for: item.name) else {
                 throw MLModelError.featureType(item.name, "the input is missing")
             }
+            if plan.arrayInputs.contains(item.slot), let array = value.multiArrayValue, array.dataType == .float32, array.isContiguous,
+               let dims = item.type.dimensions, array.shape == dims.map({ $0 ?? -1 }) {
+                frame.arrays[item.slot] = array  // read by lowered segments only, as it is
+                continue
+            }
             frame.slots[item.slot] = .tensor(try MILFeatureIO.tensor(from: value, feature: feature, type: item.type))
         }
         let results: [MILValue]
@@ -133,6 +138,6 @@ final class MLCompiledProgram: MLStatefulCompiledModel, @unchecked Sendable {
         if !plan.fused.isEmpty {
             lines.append("fused: " + plan.fused.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: ", "))
         }
-        return lines
+        return lines + (plan.lowering?.summary(plan) ?? [])
     }
 }

@@ -11,7 +11,8 @@ enum MLProgramKind: MLModelKind {
         let decoder = MILValueDecoder(resources: context.resources, model: context.modelName)
         let function = context.description.functionName ?? context.configuration.functionName ?? "main"
         do {
-            let plan = try MILPlanner.plan(spec.mlProgram, function: function, decoder: decoder)
+            // Convolution runs go to the neural-network kind, compiled in this context (threads included).
+            let plan = try MILPlanner.plan(spec.mlProgram, function: function, decoder: decoder, lowering: MILLowering(context: context))
             let cores = Swift.max(1, ProcessInfo.processInfo.activeProcessorCount)
             let threads = context.configuration.threadCount > 0 ? Swift.min(context.configuration.threadCount, cores) : cores
             return try MLCompiledProgram(plan: plan, description: context.description, model: context.modelName, threads: threads)

@@ -1,3 +1,5 @@
+import CortadoCore
+
 /// How an operation's kernel runs: it reads its inputs through `MILOpCall` and returns one
 /// value per declared output.
 public typealias MILKernel = (MILOpCall) throws -> [MILValue]
@@ -12,6 +14,9 @@ enum MILArgument {
 /// The values of one running function (one slot per named value), and its state.
 final class MILFrame {
     var slots: [MILValue?]
+    /// Function inputs only lowered segments read, left in the request's fp32 arrays (their
+    /// slots stay empty): a segment hands them to its network as they are (`MILLoweredSegment`).
+    var arrays: [Int: MLMultiArray] = [:]
     /// States by name, for the iOS18 state ops (kept by a prediction session).
     var states: [String: MILStateCell]
     /// Threads one op may use (MLModelConfiguration.threadCount; 0 there means every core).

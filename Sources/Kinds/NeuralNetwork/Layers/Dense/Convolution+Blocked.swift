@@ -15,8 +15,9 @@ extension ConvolutionLayer: NNBlockedLayoutLayer {
         if depthwise { return !residual }
         if ruleAlgorithm != nil { chooseAlgorithm(inputs) }
         guard packed?.role == .direct else { return false }
-        // A residual of the output's own shape only (one that broadcasts takes another path).
-        return !residual || (inputs.count == 2 && inputs[1] == NNShape(s: x.s, b: x.b, c: outputChannels, h: g.outH, w: g.outW))
+        // A residual of the output's own shape only (one that broadcasts takes another path),
+        // of any rank (a rank-4 tensor's view is the same).
+        return !residual || (inputs.count == 2 && inputs[1].dims == NNShape(s: x.s, b: x.b, c: outputChannels, h: g.outH, w: g.outW).dims)
     }
 
     private func readsBlockedInput(_ x: NNShape) -> Bool {

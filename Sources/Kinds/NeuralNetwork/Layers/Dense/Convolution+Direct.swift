@@ -66,7 +66,9 @@ extension ConvolutionLayer {
         let xs = inputs[0].shape, rs = inputs[1].shape, out = output.shape
         let convOut = NNShape(s: xs.s, b: xs.b, c: outputChannels, h: g.outH, w: g.outW)
         let x = context.pointer(inputs[0]), r = context.pointer(inputs[1]), y = context.pointer(output)
-        if convOut == out && rs == out {
+        // (Compared as [S, B, C, H, W]: in a network of rank-4 tensors the plan gives the output
+        // and the residual rank 4, `convOut` is rank 5; the layout is the same.)
+        if convOut.dims == out.dims && rs.dims == out.dims {
             if packed.role == .winograd {
                 runWinograd(packed, x: x, xs: xs, y: y, g: g, context: context, residual: UnsafePointer(r))
             } else {
