@@ -1,5 +1,3 @@
-// COORDINATOR NOTE TO THE HELPER: read /work/wt-lower/COORDINATOR-RULES.md now (working rules, build commands, deadline 04:05 UTC), then delete these two lines.
-// (They must not be committed.)
 import CortadoCore
 import CortadoSpec
 
