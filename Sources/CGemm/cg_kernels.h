@@ -40,6 +40,12 @@ typedef void (*cg_blocked_finish_fn)(const float *acc, long pixels, const float 
 // v·s + t and the activation as cg_blocked_finish_fn. Any padding; strides 1 and 2.
 typedef void (*cg_blocked_depthwise_fn)(const cg_conv *g, const float *x, const float *w, const float *s, const float *t, int act,
                                         float alpha, long oh0, long oh1, float *y);
+// Output row oh of a 3×3 stride-2 convolution of a planar input of few channels (a network's
+// stem, cg_blocked_stem) for the nch ≤ 24 output channels from c0 (a multiple of 16) of m, into
+// the blocked output y: x the unpadded input, w cg_direct_pack's weights, e the epilogue (may be
+// NULL; no residual). Lanes past m are written 0.
+typedef void (*cg_blocked_stem_fn)(const cg_conv *g, const float *x, const float *w, long m, long c0, long nch,
+                                   const cg_epilogue *e, long oh, float *y);
 
 // The widest direct tile in pixels any path has.
 #define CD_NP_MAX 14
@@ -72,6 +78,8 @@ typedef struct {
     const cd_tile_fn (*blocked_tiles)[2][CD_NP_MAX];
     cg_blocked_finish_fn blocked_finish;
     cg_blocked_depthwise_fn blocked_depthwise;
+    // The stem of few input channels into the blocked layout (NULL: the direct kernel runs it).
+    cg_blocked_stem_fn blocked_stem;
 } cg_kernels;
 
 // The table of the path in use (cg_isa()).
