@@ -144,6 +144,33 @@ static void cb_direct_finish(const cg_kernels *kern, const float *acc, long bstr
     }
 }
 
+// Whether the path's pointwise tiles run a 1×1 stride-1 layer whose band is one run of pixels
+// (flat): input, output and residual (if any) blocked.
+static int cb_pointwise_takes(const cg_kernels *kern, int flat, int x_blocked, int y_blocked, const cg_epilogue *e,
+                              int res_blocked) {
+    return kern->blocked_pointwise && flat && x_blocked && y_blocked && (!e || !e->residual || res_blocked);
+}
+
+// Blocks [b0, b0 + ob) of a 1×1 layer for `pixels` consecutive pixels on the pointwise tiles: x
+// the input at the first pixel (blocks xstride floats apart), w the packed weights of k channels,
+// y and res (may be NULL) the output's and the residual's block b0 at the first pixel (blocks
+// ystride floats apart).
+static void cb_pointwise(const cg_kernels *kern, long k, const float *x, long xstride, const float *w, long b0, long ob, long m,
+                         long pixels, float *y, const float *res, long ystride, const cg_epilogue *e) {
+    cg_blocked_out o;
+    for (long b = 0; b < ob; b++) {
+        cb_lanes(e, (b0 + b) * 16, cg_min(16, m - (b0 + b) * 16), o.s + 16 * b, o.t + 16 * b, &o.act, &o.alpha);
+    }
+    const long np_max = kern->direct_np, pieces = (pixels + np_max - 1) / np_max;
+    const cg_blocked_pointwise_fn *tiles = kern->blocked_pointwise[ob - 1];
+    long col = 0;
+    for (long piece = 0; piece < pieces; piece++) {
+        long np = pixels / pieces + (piece < pixels % pieces ? 1 : 0);
+        tiles[np - 1](k, x + col * 16, xstride, w + b0 * k * 16, k * 16, &o, res ? res + col * 16 : NULL, y + col * 16, ystride);
+        col += np;
+    }
+}
+
 void cg_blocked_direct_conv(const cg_conv *g, const float *x, int x_blocked, const float *w, long m, long u0, long u1, float *y,
                             int y_blocked, const cg_epilogue *epilogue, int res_blocked, float *workspace) {
     long hp, wp;
@@ -154,10 +181,18 @@ void cg_blocked_direct_conv(const cg_conv *g, const float *x, int x_blocked, con
     const cg_kernels *kern = cg_kernels_now();
     float *acc = cg_align64(workspace);
     const long bstride = band_rows * ow * 16;
+    const int flat = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && wp == ow && hp == g->out_h;
+    const int pointwise = cb_pointwise_takes(kern, flat, x_blocked, y_blocked, epilogue, res_blocked);
     for (long u = u0; u < u1; u++) {
         long pair = u / bands, band = u % bands;
         long b0 = 2 * pair, ob = cg_min(2, blocks - b0);
         long oh0 = band * band_rows, oh1 = cg_min(g->out_h, oh0 + band_rows);
+        if (pointwise) {
+            const long at = (b0 * n + oh0 * ow) * 16;
+            cb_pointwise(kern, g->channels, x + oh0 * ow * 16, n * 16, w, b0, ob, m, (oh1 - oh0) * ow, y + at,
+                         epilogue && epilogue->residual ? epilogue->residual + at : NULL, n * 16, epilogue);
+            continue;
+        }
         cb_direct_sums(kern, g, x, x_blocked, hp, wp, w, b0, ob, oh0, oh1, acc, bstride);
         cb_direct_finish(kern, acc, bstride, b0, ob, m, n, oh0 * ow, (oh1 - oh0) * ow, y, y_blocked, epilogue, res_blocked);
     }
@@ -205,6 +240,12 @@ void cg_blocked_separable(const cg_conv *gd, const float *x, const float *wd, co
         g1.h = g1.out_h = count;
         for (long b0 = 0; b0 < blocks; b0 += 2) {
             long ob = cg_min(2, blocks - b0);
+            if (cb_pointwise_takes(kern, 1, 1, y_blocked, ep, res_blocked)) {
+                const long at = (b0 * n + oh0 * ow) * 16;
+                cb_pointwise(kern, gp->channels, mid, count * ow * 16, wp, b0, ob, m, count * ow, y + at,
+                             ep && ep->residual ? ep->residual + at : NULL, n * 16, ep);
+                continue;
+            }
             cb_direct_sums(kern, &g1, mid, 1, count, ow, wp, b0, ob, 0, count, acc, band);
             cb_direct_finish(kern, acc, band, b0, ob, m, n, oh0 * ow, count * ow, y, y_blocked, ep, res_blocked);
         }
