@@ -157,17 +157,22 @@ static int cb_pointwise_takes(const cg_kernels *kern, int flat, int x_blocked, i
 // ystride floats apart).
 static void cb_pointwise(const cg_kernels *kern, long k, const float *x, long xstride, const float *w, long b0, long ob, long m,
                          long pixels, float *y, const float *res, long ystride, const cg_epilogue *e) {
-    cg_blocked_out o;
-    for (long b = 0; b < ob; b++) {
-        cb_lanes(e, (b0 + b) * 16, cg_min(16, m - (b0 + b) * 16), o.s + 16 * b, o.t + 16 * b, &o.act, &o.alpha);
-    }
-    const long np_max = kern->direct_np, pieces = (pixels + np_max - 1) / np_max;
-    const cg_blocked_pointwise_fn *tiles = kern->blocked_pointwise[ob - 1];
-    long col = 0;
-    for (long piece = 0; piece < pieces; piece++) {
-        long np = pixels / pieces + (piece < pixels % pieces ? 1 : 0);
-        tiles[np - 1](k, x + col * 16, xstride, w + b0 * k * 16, k * 16, &o, res ? res + col * 16 : NULL, y + col * 16, ystride);
-        col += np;
+    // A pair of blocks in one tile where the path has such tiles, else block by block.
+    const long per = kern->direct_blocks == 2 ? ob : 1, np_max = kern->direct_np, pieces = (pixels + np_max - 1) / np_max;
+    const cg_blocked_pointwise_fn *tiles = kern->blocked_pointwise[per - 1];
+    for (long b = b0; b < b0 + ob; b += per) {
+        cg_blocked_out o;
+        for (long j = 0; j < per; j++) {
+            cb_lanes(e, (b + j) * 16, cg_min(16, m - (b + j) * 16), o.s + 16 * j, o.t + 16 * j, &o.act, &o.alpha);
+        }
+        const long at = (b - b0) * ystride;
+        long col = 0;
+        for (long piece = 0; piece < pieces; piece++) {
+            long np = pixels / pieces + (piece < pixels % pieces ? 1 : 0);
+            tiles[np - 1](k, x + col * 16, xstride, w + b * k * 16, k * 16, &o, res ? res + at + col * 16 : NULL, y + at + col * 16,
+                          ystride);
+            col += np;
+        }
     }
 }
 
