@@ -250,7 +250,7 @@ CV_WIDTHS(CV_DEFINE, 16)
 CV_WIDTHS(CV_DEFINE, 32)
 static const cd_tile_fn cv_blocked_tiles[1][2][CD_NP_MAX] = {{{CV_WIDTHS(CV_NAME, 16)}, {CV_WIDTHS(CV_NAME, 32)}}};
 
-// A 1×1 stride-1 layer from blocked to blocked (cg_blocked_pointwise_fn, one block): as the
+// A 1×1 stride-1 layer from blocked to blocked (cg_blocked_pointwise_fn with a blocked output, one block): as the
 // blocked tiles, but over all k channels (the input's blocks in turn) with the sums in
 // registers, finished there and stored: no sums buffer is written and read back.
 CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const int NP, long k, const float *x, long xstride,
@@ -287,8 +287,8 @@ CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const i
 }
 #define CV_POINTWISE_DEFINE(NP, _) \
     CV_TARGET static void cv_pointwise_##NP(long k, const float *x, long xstride, const float *w, long wstride, \
-                                            const cg_blocked_out *o, const float *res, float *y, long ystride) { \
-        (void)wstride; (void)ystride; \
+                                            const cg_blocked_out *o, const float *res, long rstride, float *y, long ystride) { \
+        (void)wstride; (void)rstride; (void)ystride; \
         cv_pointwise(NP, k, x, xstride, w, o, res, y); \
     }
 CV_WIDTHS(CV_POINTWISE_DEFINE, _)

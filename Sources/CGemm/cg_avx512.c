@@ -400,55 +400,6 @@ static const cd_tile_fn cd_blocked_tiles[2][2][CD_NP_MAX] = {
     {{CD_WIDTHS(CD_NAME, 2, 16)}, {CD_WIDTHS(CD_NAME, 2, 32)}},
 };
 
-// A 1×1 stride-1 layer from blocked to blocked (cg_blocked_pointwise_fn): OB blocks × NP pixels
-// as cd_tile reads a blocked input, but over all k channels (the input's blocks in turn) with
-// the sums in registers, finished there and stored: no sums buffer is written and read back.
-CG_TARGET static inline __attribute__((always_inline)) void cd_pointwise(const int OB, const int NP, long k, const float *x,
-                                                                         long xstride, const float *w, long wstride,
-                                                                         const cg_blocked_out *o, const float *res, float *y,
-                                                                         long ystride) {
-    __m512 a0[CD_NP], a1[CD_NP];
-    CD_UNROLL for (int p = 0; p < NP; p++) {
-        a0[p] = _mm512_setzero_ps();
-        a1[p] = _mm512_setzero_ps();
-    }
-    const float *wa = w, *wb = w + wstride;
-    for (long c0 = 0; c0 < k; c0 += 16, x += xstride) {
-        const long cn = cg_min(16, k - c0);
-        CD_UNROLL_2 for (long c = 0; c < cn; c++) {
-            __m512 v0 = _mm512_loadu_ps(wa + 16 * (c0 + c)), v1 = _mm512_setzero_ps();
-            if (OB == 2) v1 = _mm512_loadu_ps(wb + 16 * (c0 + c));
-            CD_UNROLL for (int p = 0; p < NP; p++) {
-                __m512 b = _mm512_set1_ps(x[c + 16 * p]);
-                a0[p] = _mm512_fmadd_ps(v0, b, a0[p]);
-                if (OB == 2) a1[p] = _mm512_fmadd_ps(v1, b, a1[p]);
-            }
-        }
-    }
-    const __m512 zero = _mm512_setzero_ps(), alpha = _mm512_set1_ps(o->alpha);
-    CD_UNROLL for (int j = 0; j < OB; j++) {
-        const __m512 s = _mm512_loadu_ps(o->s + 16 * j), t = _mm512_loadu_ps(o->t + 16 * j);
-        CD_UNROLL for (int p = 0; p < NP; p++) {
-            __m512 v = _mm512_fmadd_ps(j ? a1[p] : a0[p], s, t);
-            if (res) v = _mm512_add_ps(v, _mm512_loadu_ps(res + j * ystride + 16 * p));
-            if (o->act == CG_ACT_RELU) v = _mm512_max_ps(zero, v); // NaN stays NaN, as in cg_epi
-            else if (o->act == CG_ACT_LEAKY_RELU) v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, alpha);
-            _mm512_storeu_ps(y + j * ystride + 16 * p, v);
-        }
-    }
-}
-#define CD_POINTWISE_DEFINE(OB, NP, _) \
-    CG_TARGET static void cd_pointwise_##OB##_##NP(long k, const float *x, long xstride, const float *w, long wstride, \
-                                                   const cg_blocked_out *o, const float *res, float *y, long ystride) { \
-        cd_pointwise(OB, NP, k, x, xstride, w, wstride, o, res, y, ystride); \
-    }
-CD_WIDTHS(CD_POINTWISE_DEFINE, 1, _) CD_WIDTHS(CD_POINTWISE_DEFINE, 2, _)
-#define CD_POINTWISE_NAME(OB, NP, _) cd_pointwise_##OB##_##NP,
-static const cg_blocked_pointwise_fn cd_pointwise_tiles[2][CD_NP_MAX] = {
-    {CD_WIDTHS(CD_POINTWISE_NAME, 1, _)},
-    {CD_WIDTHS(CD_POINTWISE_NAME, 2, _)},
-};
-
 // MARK: Finishing a unit
 
 // r[i] = pixel i (16 channels) → r[l] = channel l of the 16 pixels.
@@ -495,6 +446,69 @@ CG_TARGET static void cd_finish_block(const float *acc, long pixels, long lanes,
         for (long l = 0; l < lanes; l++) _mm512_mask_storeu_ps(dst + l * ld + q0, pm, r[l]);
     }
 }
+
+// A 1×1 stride-1 layer from a blocked input (cg_blocked_pointwise_fn): OB blocks × NP pixels
+// as cd_tile reads a blocked input, but over all k channels (the input's blocks in turn) with
+// the sums in registers, finished there and stored (PLANAR: transposed into the channels'
+// rows): no sums buffer is written and read back.
+CG_TARGET static inline __attribute__((always_inline)) void cd_pointwise(const int OB, const int NP, const int PLANAR, long k,
+                                                                         const float *x, long xstride, const float *w,
+                                                                         long wstride, const cg_blocked_out *o, const float *res,
+                                                                         long rstride, float *y, long ystride) {
+    __m512 a0[CD_NP], a1[CD_NP];
+    CD_UNROLL for (int p = 0; p < NP; p++) {
+        a0[p] = _mm512_setzero_ps();
+        a1[p] = _mm512_setzero_ps();
+    }
+    const float *wa = w, *wb = w + wstride;
+    for (long c0 = 0; c0 < k; c0 += 16, x += xstride) {
+        const long cn = cg_min(16, k - c0);
+        CD_UNROLL_2 for (long c = 0; c < cn; c++) {
+            __m512 v0 = _mm512_loadu_ps(wa + 16 * (c0 + c)), v1 = _mm512_setzero_ps();
+            if (OB == 2) v1 = _mm512_loadu_ps(wb + 16 * (c0 + c));
+            CD_UNROLL for (int p = 0; p < NP; p++) {
+                __m512 b = _mm512_set1_ps(x[c + 16 * p]);
+                a0[p] = _mm512_fmadd_ps(v0, b, a0[p]);
+                if (OB == 2) a1[p] = _mm512_fmadd_ps(v1, b, a1[p]);
+            }
+        }
+    }
+    const __m512 zero = _mm512_setzero_ps(), alpha = _mm512_set1_ps(o->alpha);
+    CD_UNROLL for (int j = 0; j < OB; j++) {
+        const __m512 s = _mm512_loadu_ps(o->s + 16 * j), t = _mm512_loadu_ps(o->t + 16 * j);
+        __m512 r[16];
+        CD_UNROLL for (int p = 0; p < 16; p++) {
+            if (p >= NP) { r[p] = zero; continue; }
+            __m512 v = _mm512_fmadd_ps(j ? a1[p] : a0[p], s, t);
+            if (res) v = _mm512_add_ps(v, _mm512_loadu_ps(res + j * rstride + 16 * p));
+            if (o->act == CG_ACT_RELU) v = _mm512_max_ps(zero, v); // NaN stays NaN, as in cg_epi
+            else if (o->act == CG_ACT_LEAKY_RELU) v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, alpha);
+            if (PLANAR) r[p] = v;
+            else _mm512_storeu_ps(y + j * ystride + 16 * p, v);
+        }
+        if (PLANAR) {
+            cd_transpose16(r);
+            for (long l = 0; l < o->lanes[j]; l++) _mm512_mask_storeu_ps(y + (16 * j + l) * ystride, cg_lanes(NP), r[l]);
+        }
+    }
+}
+#define CD_POINTWISE_DEFINE(OB, NP, PLANAR) \
+    CG_TARGET static void cd_pointwise_##OB##_##NP##_##PLANAR(long k, const float *x, long xstride, const float *w, long wstride, \
+                                                              const cg_blocked_out *o, const float *res, long rstride, float *y, \
+                                                              long ystride) { \
+        cd_pointwise(OB, NP, PLANAR, k, x, xstride, w, wstride, o, res, rstride, y, ystride); \
+    }
+CD_WIDTHS(CD_POINTWISE_DEFINE, 1, 0) CD_WIDTHS(CD_POINTWISE_DEFINE, 2, 0)
+CD_WIDTHS(CD_POINTWISE_DEFINE, 1, 1) CD_WIDTHS(CD_POINTWISE_DEFINE, 2, 1)
+#define CD_POINTWISE_NAME(OB, NP, PLANAR) cd_pointwise_##OB##_##NP##_##PLANAR,
+static const cg_blocked_pointwise_fn cd_pointwise_tiles[2][CD_NP_MAX] = {
+    {CD_WIDTHS(CD_POINTWISE_NAME, 1, 0)},
+    {CD_WIDTHS(CD_POINTWISE_NAME, 2, 0)},
+};
+static const cg_blocked_pointwise_fn cd_pointwise_planar_tiles[2][CD_NP_MAX] = {
+    {CD_WIDTHS(CD_POINTWISE_NAME, 1, 1)},
+    {CD_WIDTHS(CD_POINTWISE_NAME, 2, 1)},
+};
 
 // MARK: 2×2 max pooling
 
@@ -638,6 +652,7 @@ const cg_kernels cg_kernels_avx512 = {
     .blocked_depthwise = cp_blocked_depthwise,
     .blocked_stem = cs_blocked_stem,
     .blocked_pointwise = cd_pointwise_tiles,
+    .blocked_pointwise_planar = cd_pointwise_planar_tiles,
 };
 
 #endif

@@ -47,19 +47,22 @@ typedef void (*cg_blocked_depthwise_fn)(const cg_conv *g, const float *x, const 
 typedef void (*cg_blocked_stem_fn)(const cg_conv *g, const float *x, const float *w, long m, long c0, long nch,
                                    const cg_epilogue *e, long oh, float *y);
 // The finish of a pointwise tile, per lane of its (up to) two blocks of 16 output channels: v·s +
-// t, then the activation act (a cg_activation; leaky ReLU's slope alpha).
+// t, then the activation act (a cg_activation; leaky ReLU's slope alpha); a planar output gets
+// the first lanes[b] channels of block b.
 typedef struct {
     float s[32], t[32];
     int act;
     float alpha;
+    long lanes[2];
 } cg_blocked_out;
-// A 1×1 stride-1 layer from blocked to blocked, for the table's blocks of 16 output channels ×
-// np consecutive pixels: x the input at the first pixel (input block b at x + b·xstride), w the
+// A 1×1 stride-1 layer from a blocked input, for the table's blocks of 16 output channels × np
+// consecutive pixels: x the input at the first pixel (input block b at x + b·xstride), w the
 // first output block's weights ([k][16], cg_direct_pack's; the second block's wstride floats
 // further). The sums over all k channels stay in registers, then o's finish, plus the residual's
-// pixel (res, blocked, may be NULL), to y (output block b at y + b·ystride, res alike).
+// pixel (res, blocked, may be NULL; block b at res + b·rstride), to y: blocked (block b at y +
+// b·ystride), or planar (channel l of block b at y + (16b + l)·ystride, pixels 1 float apart).
 typedef void (*cg_blocked_pointwise_fn)(long k, const float *x, long xstride, const float *w, long wstride,
-                                        const cg_blocked_out *o, const float *res, float *y, long ystride);
+                                        const cg_blocked_out *o, const float *res, long rstride, float *y, long ystride);
 
 // The widest direct tile in pixels any path has.
 #define CD_NP_MAX 14
@@ -97,6 +100,8 @@ typedef struct {
     // Pointwise tiles, [blocks − 1][pixels − 1] up to direct_np pixels (NULL: the blocked tiles
     // and blocked_finish run those layers).
     const cg_blocked_pointwise_fn (*blocked_pointwise)[CD_NP_MAX];
+    // The same writing a planar output (NULL: the blocked tiles and direct_finish run those).
+    const cg_blocked_pointwise_fn (*blocked_pointwise_planar)[CD_NP_MAX];
 } cg_kernels;
 
 // The table of the path in use (cg_isa()).

@@ -145,31 +145,35 @@ static void cb_direct_finish(const cg_kernels *kern, const float *acc, long bstr
 }
 
 // Whether the path's pointwise tiles run a 1×1 stride-1 layer whose band is one run of pixels
-// (flat): input, output and residual (if any) blocked.
+// (flat): a blocked input, the residual (if any) blocked, the output blocked or planar.
 static int cb_pointwise_takes(const cg_kernels *kern, int flat, int x_blocked, int y_blocked, const cg_epilogue *e,
                               int res_blocked) {
-    return kern->blocked_pointwise && flat && x_blocked && y_blocked && (!e || !e->residual || res_blocked);
+    return (y_blocked ? kern->blocked_pointwise != NULL : kern->blocked_pointwise_planar != NULL) && flat && x_blocked &&
+           (!e || !e->residual || res_blocked);
 }
 
-// Blocks [b0, b0 + ob) of a 1×1 layer for `pixels` consecutive pixels on the pointwise tiles: x
-// the input at the first pixel (blocks xstride floats apart), w the packed weights of k channels,
-// y and res (may be NULL) the output's and the residual's block b0 at the first pixel (blocks
-// ystride floats apart).
+// Blocks [b0, b0 + ob) of a 1×1 layer for output pixels [p0, p0 + pixels) on the pointwise
+// tiles: x the input at the first of them (blocks xstride floats apart), w the packed weights
+// of k channels, y the output ([m][n], blocked when y_blocked), the epilogue's residual blocked.
 static void cb_pointwise(const cg_kernels *kern, long k, const float *x, long xstride, const float *w, long b0, long ob, long m,
-                         long pixels, float *y, const float *res, long ystride, const cg_epilogue *e) {
+                         long n, long p0, long pixels, float *y, int y_blocked, const cg_epilogue *e) {
     // A pair of blocks in one tile where the path has such tiles, else block by block.
     const long per = kern->direct_blocks == 2 ? ob : 1, np_max = kern->direct_np, pieces = (pixels + np_max - 1) / np_max;
-    const cg_blocked_pointwise_fn *tiles = kern->blocked_pointwise[per - 1];
+    const cg_blocked_pointwise_fn *tiles = (y_blocked ? kern->blocked_pointwise : kern->blocked_pointwise_planar)[per - 1];
+    const float *res = e ? e->residual : NULL;
+    const long step = y_blocked ? 16 : 1, ystride = y_blocked ? n * 16 : n;
     for (long b = b0; b < b0 + ob; b += per) {
         cg_blocked_out o;
         for (long j = 0; j < per; j++) {
-            cb_lanes(e, (b + j) * 16, cg_min(16, m - (b + j) * 16), o.s + 16 * j, o.t + 16 * j, &o.act, &o.alpha);
+            o.lanes[j] = cg_min(16, m - (b + j) * 16);
+            cb_lanes(e, (b + j) * 16, o.lanes[j], o.s + 16 * j, o.t + 16 * j, &o.act, &o.alpha);
         }
-        const long at = (b - b0) * ystride;
+        float *yb = y + (y_blocked ? (b * n + p0) * 16 : b * 16 * n + p0);
+        const float *rb = res ? res + (b * n + p0) * 16 : NULL;
         long col = 0;
         for (long piece = 0; piece < pieces; piece++) {
             long np = pixels / pieces + (piece < pixels % pieces ? 1 : 0);
-            tiles[np - 1](k, x + col * 16, xstride, w + b * k * 16, k * 16, &o, res ? res + at + col * 16 : NULL, y + at + col * 16,
+            tiles[np - 1](k, x + col * 16, xstride, w + b * k * 16, k * 16, &o, rb ? rb + col * 16 : NULL, n * 16, yb + col * step,
                           ystride);
             col += np;
         }
@@ -193,9 +197,8 @@ void cg_blocked_direct_conv(const cg_conv *g, const float *x, int x_blocked, con
         long b0 = 2 * pair, ob = cg_min(2, blocks - b0);
         long oh0 = band * band_rows, oh1 = cg_min(g->out_h, oh0 + band_rows);
         if (pointwise) {
-            const long at = (b0 * n + oh0 * ow) * 16;
-            cb_pointwise(kern, g->channels, x + oh0 * ow * 16, n * 16, w, b0, ob, m, (oh1 - oh0) * ow, y + at,
-                         epilogue && epilogue->residual ? epilogue->residual + at : NULL, n * 16, epilogue);
+            cb_pointwise(kern, g->channels, x + oh0 * ow * 16, n * 16, w, b0, ob, m, n, oh0 * ow, (oh1 - oh0) * ow, y, y_blocked,
+                         epilogue);
             continue;
         }
         cb_direct_sums(kern, g, x, x_blocked, hp, wp, w, b0, ob, oh0, oh1, acc, bstride);
@@ -246,9 +249,7 @@ void cg_blocked_separable(const cg_conv *gd, const float *x, const float *wd, co
         for (long b0 = 0; b0 < blocks; b0 += 2) {
             long ob = cg_min(2, blocks - b0);
             if (cb_pointwise_takes(kern, 1, 1, y_blocked, ep, res_blocked)) {
-                const long at = (b0 * n + oh0 * ow) * 16;
-                cb_pointwise(kern, gp->channels, mid, count * ow * 16, wp, b0, ob, m, count * ow, y + at,
-                             ep && ep->residual ? ep->residual + at : NULL, n * 16, ep);
+                cb_pointwise(kern, gp->channels, mid, count * ow * 16, wp, b0, ob, m, n, oh0 * ow, count * ow, y, y_blocked, ep);
                 continue;
             }
             cb_direct_sums(kern, &g1, mid, 1, count, ow, wp, b0, ob, 0, count, acc, band);
