@@ -232,7 +232,22 @@ typedef int cg_v16i __attribute__((vector_size(64), aligned(4)));
             const int inner = ih >= 0 && ih + 2 < H; \
             if (inner) { \
                 const float *r0 = x + ih * W * 16, *r1 = r0 + W * 16, *r2 = r1 + W * 16; \
-                for (long ow = lo; ow < hi; ow++) { \
+                long ow = lo; \
+                /* Stride 1: two outputs at a time, from the four input columns they share (two \
+                 * chains of FMAs in flight, a third fewer loads). */ \
+                for (; sw == 1 && ow + 1 < hi; ow += 2) { \
+                    const long c = (ow - pw) * 16; \
+                    const cg_v16 a0 = CG_V16(r0 + c), a1 = CG_V16(r0 + c + 16), a2 = CG_V16(r0 + c + 32), a3 = CG_V16(r0 + c + 48); \
+                    const cg_v16 b0 = CG_V16(r1 + c), b1 = CG_V16(r1 + c + 16), b2 = CG_V16(r1 + c + 32), b3 = CG_V16(r1 + c + 48); \
+                    const cg_v16 d0 = CG_V16(r2 + c), d1 = CG_V16(r2 + c + 16), d2 = CG_V16(r2 + c + 32), d3 = CG_V16(r2 + c + 48); \
+                    cg_v16 v = tv + k0 * a0 + k1 * a1 + k2 * a2 + k3 * b0 + k4 * b1 + k5 * b2 + k6 * d0 + k7 * d1 + k8 * d2; \
+                    cg_v16 u = tv + k0 * a1 + k1 * a2 + k2 * a3 + k3 * b1 + k4 * b2 + k5 * b3 + k6 * d1 + k7 * d2 + k8 * d3; \
+                    CG_V16_ACT(v, act, alpha); \
+                    CG_V16_ACT(u, act, alpha); \
+                    *(cg_v16 *)(out + ow * 16) = v; \
+                    *(cg_v16 *)(out + ow * 16 + 16) = u; \
+                } \
+                for (; ow < hi; ow++) { \
                     const long c = (ow * sw - pw) * 16; \
                     cg_v16 v = tv + k0 * CG_V16(r0 + c) + k1 * CG_V16(r0 + c + 16) + k2 * CG_V16(r0 + c + 32) + \
                                k3 * CG_V16(r1 + c) + k4 * CG_V16(r1 + c + 16) + k5 * CG_V16(r1 + c + 32) + \
