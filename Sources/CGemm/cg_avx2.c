@@ -250,6 +250,51 @@ CV_WIDTHS(CV_DEFINE, 16)
 CV_WIDTHS(CV_DEFINE, 32)
 static const cd_tile_fn cv_blocked_tiles[1][2][CD_NP_MAX] = {{{CV_WIDTHS(CV_NAME, 16)}, {CV_WIDTHS(CV_NAME, 32)}}};
 
+// A 1×1 stride-1 layer from blocked to blocked (cg_blocked_pointwise_fn with a blocked output, one block): as the
+// blocked tiles, but over all k channels (the input's blocks in turn) with the sums in
+// registers, finished there and stored: no sums buffer is written and read back.
+CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const int NP, long k, const float *x, long xstride,
+                                                                         const float *w, const cg_blocked_out *o, const float *res,
+                                                                         float *y) {
+    __m256 a0[CV_NP], a1[CV_NP];
+    CV_UNROLL for (int p = 0; p < NP; p++) {
+        a0[p] = _mm256_setzero_ps();
+        a1[p] = _mm256_setzero_ps();
+    }
+    for (long c0 = 0; c0 < k; c0 += 16, x += xstride) {
+        const long cn = cg_min(16, k - c0);
+        const float *wc = w + 16 * c0;
+        for (long c = 0; c < cn; c++) {
+            __m256 v0 = _mm256_loadu_ps(wc + 16 * c), v1 = _mm256_loadu_ps(wc + 16 * c + 8);
+            CV_UNROLL for (int p = 0; p < NP; p++) {
+                __m256 b = _mm256_broadcast_ss(x + c + 16 * p);
+                a0[p] = _mm256_fmadd_ps(v0, b, a0[p]);
+                a1[p] = _mm256_fmadd_ps(v1, b, a1[p]);
+            }
+        }
+    }
+    const __m256 zero = _mm256_setzero_ps(), alpha = _mm256_set1_ps(o->alpha);
+    CV_UNROLL for (int h = 0; h < 2; h++) {
+        const __m256 s = _mm256_loadu_ps(o->s + 8 * h), t = _mm256_loadu_ps(o->t + 8 * h);
+        CV_UNROLL for (int p = 0; p < NP; p++) {
+            __m256 v = _mm256_fmadd_ps(h ? a1[p] : a0[p], s, t);
+            if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + 16 * p + 8 * h));
+            if (o->act == CG_ACT_RELU) v = _mm256_max_ps(zero, v); // NaN and −0 stay, as in cv_epi
+            else if (o->act == CG_ACT_LEAKY_RELU) v = _mm256_blendv_ps(v, _mm256_mul_ps(v, alpha), _mm256_cmp_ps(v, zero, _CMP_LT_OQ));
+            _mm256_storeu_ps(y + 16 * p + 8 * h, v);
+        }
+    }
+}
+#define CV_POINTWISE_DEFINE(NP, _) \
+    CV_TARGET static void cv_pointwise_##NP(long k, const float *x, long xstride, const float *w, long wstride, \
+                                            const cg_blocked_out *o, const float *res, long rstride, float *y, long ystride) { \
+        (void)wstride; (void)rstride; (void)ystride; \
+        cv_pointwise(NP, k, x, xstride, w, o, res, y); \
+    }
+CV_WIDTHS(CV_POINTWISE_DEFINE, _)
+#define CV_POINTWISE_NAME(NP, _) cv_pointwise_##NP,
+static const cg_blocked_pointwise_fn cv_pointwise_tiles[1][CD_NP_MAX] = {{CV_WIDTHS(CV_POINTWISE_NAME, _)}};
+
 // One block's blocked sums to planar rows: the epilogue on each pixel's 16 channels, then
 // 8 × 8 transposes (pixels × channels) into the rows of the block's channels.
 CV_TARGET static void cv_direct_finish(const float *acc, long pixels, long lanes, long channel, const cg_epilogue *e, float *dst,
@@ -314,6 +359,7 @@ const cg_kernels cg_kernels_avx2 = {
     .blocked_tiles = cv_blocked_tiles,
     .blocked_finish = cv_blocked_finish,
     .blocked_depthwise = cv_blocked_depthwise,
+    .blocked_pointwise = cv_pointwise_tiles,
 };
 
 #endif

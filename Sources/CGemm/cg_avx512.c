@@ -447,6 +447,69 @@ CG_TARGET static void cd_finish_block(const float *acc, long pixels, long lanes,
     }
 }
 
+// A 1×1 stride-1 layer from a blocked input (cg_blocked_pointwise_fn): OB blocks × NP pixels
+// as cd_tile reads a blocked input, but over all k channels (the input's blocks in turn) with
+// the sums in registers, finished there and stored (PLANAR: transposed into the channels'
+// rows): no sums buffer is written and read back.
+CG_TARGET static inline __attribute__((always_inline)) void cd_pointwise(const int OB, const int NP, const int PLANAR, long k,
+                                                                         const float *x, long xstride, const float *w,
+                                                                         long wstride, const cg_blocked_out *o, const float *res,
+                                                                         long rstride, float *y, long ystride) {
+    __m512 a0[CD_NP], a1[CD_NP];
+    CD_UNROLL for (int p = 0; p < NP; p++) {
+        a0[p] = _mm512_setzero_ps();
+        a1[p] = _mm512_setzero_ps();
+    }
+    const float *wa = w, *wb = w + wstride;
+    for (long c0 = 0; c0 < k; c0 += 16, x += xstride) {
+        const long cn = cg_min(16, k - c0);
+        CD_UNROLL_2 for (long c = 0; c < cn; c++) {
+            __m512 v0 = _mm512_loadu_ps(wa + 16 * (c0 + c)), v1 = _mm512_setzero_ps();
+            if (OB == 2) v1 = _mm512_loadu_ps(wb + 16 * (c0 + c));
+            CD_UNROLL for (int p = 0; p < NP; p++) {
+                __m512 b = _mm512_set1_ps(x[c + 16 * p]);
+                a0[p] = _mm512_fmadd_ps(v0, b, a0[p]);
+                if (OB == 2) a1[p] = _mm512_fmadd_ps(v1, b, a1[p]);
+            }
+        }
+    }
+    const __m512 zero = _mm512_setzero_ps(), alpha = _mm512_set1_ps(o->alpha);
+    CD_UNROLL for (int j = 0; j < OB; j++) {
+        const __m512 s = _mm512_loadu_ps(o->s + 16 * j), t = _mm512_loadu_ps(o->t + 16 * j);
+        __m512 r[16];
+        CD_UNROLL for (int p = 0; p < 16; p++) {
+            if (p >= NP) { r[p] = zero; continue; }
+            __m512 v = _mm512_fmadd_ps(j ? a1[p] : a0[p], s, t);
+            if (res) v = _mm512_add_ps(v, _mm512_loadu_ps(res + j * rstride + 16 * p));
+            if (o->act == CG_ACT_RELU) v = _mm512_max_ps(zero, v); // NaN stays NaN, as in cg_epi
+            else if (o->act == CG_ACT_LEAKY_RELU) v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, alpha);
+            if (PLANAR) r[p] = v;
+            else _mm512_storeu_ps(y + j * ystride + 16 * p, v);
+        }
+        if (PLANAR) {
+            cd_transpose16(r);
+            for (long l = 0; l < o->lanes[j]; l++) _mm512_mask_storeu_ps(y + (16 * j + l) * ystride, cg_lanes(NP), r[l]);
+        }
+    }
+}
+#define CD_POINTWISE_DEFINE(OB, NP, PLANAR) \
+    CG_TARGET static void cd_pointwise_##OB##_##NP##_##PLANAR(long k, const float *x, long xstride, const float *w, long wstride, \
+                                                              const cg_blocked_out *o, const float *res, long rstride, float *y, \
+                                                              long ystride) { \
+        cd_pointwise(OB, NP, PLANAR, k, x, xstride, w, wstride, o, res, rstride, y, ystride); \
+    }
+CD_WIDTHS(CD_POINTWISE_DEFINE, 1, 0) CD_WIDTHS(CD_POINTWISE_DEFINE, 2, 0)
+CD_WIDTHS(CD_POINTWISE_DEFINE, 1, 1) CD_WIDTHS(CD_POINTWISE_DEFINE, 2, 1)
+#define CD_POINTWISE_NAME(OB, NP, PLANAR) cd_pointwise_##OB##_##NP##_##PLANAR,
+static const cg_blocked_pointwise_fn cd_pointwise_tiles[2][CD_NP_MAX] = {
+    {CD_WIDTHS(CD_POINTWISE_NAME, 1, 0)},
+    {CD_WIDTHS(CD_POINTWISE_NAME, 2, 0)},
+};
+static const cg_blocked_pointwise_fn cd_pointwise_planar_tiles[2][CD_NP_MAX] = {
+    {CD_WIDTHS(CD_POINTWISE_NAME, 1, 1)},
+    {CD_WIDTHS(CD_POINTWISE_NAME, 2, 1)},
+};
+
 // MARK: 2×2 max pooling
 
 // max(x, y) as the scalar code takes it: y when y >= x, else x.
@@ -495,6 +558,82 @@ CG_DEPTHWISE_PLANE(cp_depthwise_plane, CG_TARGET)
 
 CG_BLOCKED_KERNELS(cp, CG_TARGET)
 
+// MARK: A stem of few input channels (3×3, stride 2)
+
+// Lanes [lo, hi) of a 16-lane load of row elements [start, start + 16) that lie inside [0, w).
+static inline __mmask16 cs_inside(long start, long w) {
+    long lo = start < 0 ? -start : 0, hi = w - start;
+    return (__mmask16)(cg_lanes(hi) & ~cg_lanes(lo));
+}
+
+// Output row oh for NCH output channels (16 or 24; nch of them real) from c0: 16 output
+// pixels along the lanes and one accumulator per output channel, so no FMA is spent on the
+// lanes past m that a tile with the channels along the lanes computes (24 channels fill 1.5
+// blocks), and the taps read the input in place: a row's 33 values around 16 stride-2 pixels
+// are loaded masked (columns outside the input are zeros: no padded copy) and split into the
+// three taps' vectors by permutes; rows outside the input are skipped. The weights are
+// broadcast from cg_direct_pack's blocks. Then the epilogue per channel, and the channels
+// transposed into the output's blocks of 16.
+CG_TARGET static inline __attribute__((always_inline)) void cs_stem(const int NCH, const cg_conv *g, const float *x, const float *w,
+                                                                    long m, long c0, long nch, const cg_epilogue *e, long oh,
+                                                                    float *y) {
+    const long H = g->h, W = g->w, OW = g->out_w, plane = g->out_h * OW, k = g->channels * 9;
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    // Channel o's weight for tap p: block (c0 + o)/16, lane o % 16 (c0 is a block's first).
+    const float *w0 = w + c0 * k, *w1 = w0 + 16 * k;
+    float s[24], t[24];
+    for (int o = 0; o < NCH; o++) {
+        int real = e && o < nch && c0 + o < m;
+        s[o] = real ? cg_epi_scale(e, c0 + o) : 1.0f;
+        t[o] = real ? cg_epi_shift(e, c0 + o) : 0.0f;
+    }
+    for (long ow0 = 0; ow0 < OW; ow0 += 16) {
+        const long base = 2 * ow0 - g->pad_w, pixels = cg_min(16, OW - ow0);
+        const __mmask16 ma = cs_inside(base, W), mb = cs_inside(base + 16, W);
+        const __mmask16 mc = cs_inside(base + 2, W), md = cs_inside(base + 18, W);
+        __m512 acc[24];
+        CD_UNROLL for (int o = 0; o < NCH; o++) acc[o] = _mm512_setzero_ps();
+        for (long c = 0; c < g->channels; c++) {
+            for (long i = 0; i < 3; i++) {
+                const long ih = 2 * oh - g->pad_h + i;
+                if (ih < 0 || ih >= H) continue;
+                const float *row = x + (c * H + ih) * W + base;
+                const float *wa = w0 + (c * 9 + i * 3) * 16, *wb = w1 + (c * 9 + i * 3) * 16;
+                __m512 a = _mm512_maskz_loadu_ps(ma, row), b = _mm512_maskz_loadu_ps(mb, row + 16);
+                // Taps j = 0, 1, 2 of pixel q: columns base + 2q + j.
+                __m512 v = _mm512_permutex2var_ps(a, even, b);
+                CD_UNROLL for (int o = 0; o < NCH; o++) acc[o] = _mm512_fmadd_ps(v, _mm512_set1_ps(o < 16 ? wa[o] : wb[o - 16]), acc[o]);
+                v = _mm512_permutex2var_ps(a, odd, b);
+                CD_UNROLL for (int o = 0; o < NCH; o++) acc[o] = _mm512_fmadd_ps(v, _mm512_set1_ps(o < 16 ? wa[16 + o] : wb[o]), acc[o]);
+                a = _mm512_maskz_loadu_ps(mc, row + 2);
+                b = _mm512_maskz_loadu_ps(md, row + 18);
+                v = _mm512_permutex2var_ps(a, even, b);
+                CD_UNROLL for (int o = 0; o < NCH; o++) {
+                    acc[o] = _mm512_fmadd_ps(v, _mm512_set1_ps(o < 16 ? wa[32 + o] : wb[16 + o]), acc[o]);
+                }
+            }
+        }
+        CD_UNROLL for (int o = 0; o < NCH; o++) {
+            if (e) acc[o] = cg_epi(acc[o], _mm512_set1_ps(s[o]), _mm512_set1_ps(t[o]), e);
+            if (o >= nch || c0 + o >= m) acc[o] = _mm512_setzero_ps();
+        }
+        CD_UNROLL for (int blk = 0; blk < (NCH + 15) / 16; blk++) {
+            __m512 r[16];
+            CD_UNROLL for (int l = 0; l < 16; l++) r[l] = 16 * blk + l < NCH ? acc[16 * blk + l] : _mm512_setzero_ps();
+            cd_transpose16(r);
+            float *out = y + ((c0 / 16 + blk) * plane + oh * OW + ow0) * 16;
+            for (long q = 0; q < pixels; q++) _mm512_storeu_ps(out + 16 * q, r[q]);
+        }
+    }
+}
+
+CG_TARGET static void cs_blocked_stem(const cg_conv *g, const float *x, const float *w, long m, long c0, long nch,
+                                      const cg_epilogue *e, long oh, float *y) {
+    if (nch <= 16) cs_stem(16, g, x, w, m, c0, nch, e, oh, y);
+    else cs_stem(24, g, x, w, m, c0, nch, e, oh, y);
+}
+
 const cg_kernels cg_kernels_avx512 = {
     .tile = cg_tile,
     .tile_in_place = cg_tile_in_place,
@@ -511,6 +650,9 @@ const cg_kernels cg_kernels_avx512 = {
     .blocked_tiles = cd_blocked_tiles,
     .blocked_finish = cp_blocked_finish,
     .blocked_depthwise = cp_blocked_depthwise,
+    .blocked_stem = cs_blocked_stem,
+    .blocked_pointwise = cd_pointwise_tiles,
+    .blocked_pointwise_planar = cd_pointwise_planar_tiles,
 };
 
 #endif

@@ -40,6 +40,29 @@ typedef void (*cg_blocked_finish_fn)(const float *acc, long pixels, const float 
 // v·s + t and the activation as cg_blocked_finish_fn. Any padding; strides 1 and 2.
 typedef void (*cg_blocked_depthwise_fn)(const cg_conv *g, const float *x, const float *w, const float *s, const float *t, int act,
                                         float alpha, long oh0, long oh1, float *y);
+// Output row oh of a 3×3 stride-2 convolution of a planar input of few channels (a network's
+// stem, cg_blocked_stem) for the nch ≤ 24 output channels from c0 (a multiple of 16) of m, into
+// the blocked output y: x the unpadded input, w cg_direct_pack's weights, e the epilogue (may be
+// NULL; no residual). Lanes past m are written 0.
+typedef void (*cg_blocked_stem_fn)(const cg_conv *g, const float *x, const float *w, long m, long c0, long nch,
+                                   const cg_epilogue *e, long oh, float *y);
+// The finish of a pointwise tile, per lane of its (up to) two blocks of 16 output channels: v·s +
+// t, then the activation act (a cg_activation; leaky ReLU's slope alpha); a planar output gets
+// the first lanes[b] channels of block b.
+typedef struct {
+    float s[32], t[32];
+    int act;
+    float alpha;
+    long lanes[2];
+} cg_blocked_out;
+// A 1×1 stride-1 layer from a blocked input, for the table's blocks of 16 output channels × np
+// consecutive pixels: x the input at the first pixel (input block b at x + b·xstride), w the
+// first output block's weights ([k][16], cg_direct_pack's; the second block's wstride floats
+// further). The sums over all k channels stay in registers, then o's finish, plus the residual's
+// pixel (res, blocked, may be NULL; block b at res + b·rstride), to y: blocked (block b at y +
+// b·ystride), or planar (channel l of block b at y + (16b + l)·ystride, pixels 1 float apart).
+typedef void (*cg_blocked_pointwise_fn)(long k, const float *x, long xstride, const float *w, long wstride,
+                                        const cg_blocked_out *o, const float *res, long rstride, float *y, long ystride);
 
 // The widest direct tile in pixels any path has.
 #define CD_NP_MAX 14
@@ -72,6 +95,13 @@ typedef struct {
     const cd_tile_fn (*blocked_tiles)[2][CD_NP_MAX];
     cg_blocked_finish_fn blocked_finish;
     cg_blocked_depthwise_fn blocked_depthwise;
+    // The stem of few input channels into the blocked layout (NULL: the direct kernel runs it).
+    cg_blocked_stem_fn blocked_stem;
+    // Pointwise tiles, [blocks − 1][pixels − 1] up to direct_np pixels (NULL: the blocked tiles
+    // and blocked_finish run those layers).
+    const cg_blocked_pointwise_fn (*blocked_pointwise)[CD_NP_MAX];
+    // The same writing a planar output (NULL: the blocked tiles and direct_finish run those).
+    const cg_blocked_pointwise_fn (*blocked_pointwise_planar)[CD_NP_MAX];
 } cg_kernels;
 
 // The table of the path in use (cg_isa()).
@@ -188,9 +218,11 @@ typedef int cg_v16i __attribute__((vector_size(64), aligned(4)));
     TARGET static void PREFIX##_blocked_depthwise(const cg_conv *g, const float *x, const float *w, const float *s, const float *t, \
                                                   int act, float alpha, long oh0, long oh1, float *y) { \
         const long H = g->h, W = g->w, OW = g->out_w, sh = g->sh, sw = g->sw, ph = g->pad_h, pw = g->pad_w; \
-        const cg_v16 k0 = CG_V16(w), k1 = CG_V16(w + 16), k2 = CG_V16(w + 32), k3 = CG_V16(w + 48), k4 = CG_V16(w + 64); \
-        const cg_v16 k5 = CG_V16(w + 80), k6 = CG_V16(w + 96), k7 = CG_V16(w + 112), k8 = CG_V16(w + 128); \
+        /* The scale folded into the weights: an output is the shift and nine FMAs. */ \
         const cg_v16 sv = CG_V16(s), tv = CG_V16(t); \
+        const cg_v16 k0 = CG_V16(w) * sv, k1 = CG_V16(w + 16) * sv, k2 = CG_V16(w + 32) * sv, k3 = CG_V16(w + 48) * sv; \
+        const cg_v16 k4 = CG_V16(w + 64) * sv, k5 = CG_V16(w + 80) * sv, k6 = CG_V16(w + 96) * sv, k7 = CG_V16(w + 112) * sv; \
+        const cg_v16 k8 = CG_V16(w + 128) * sv; \
         /* Output columns [lo, hi) read only columns inside the input. */ \
         long lo = cg_min(OW, (pw + sw - 1) / sw), hi = W - 3 + pw >= 0 ? cg_min(OW, (W - 3 + pw) / sw + 1) : 0; \
         if (hi < lo) hi = lo; \
@@ -200,12 +232,26 @@ typedef int cg_v16i __attribute__((vector_size(64), aligned(4)));
             const int inner = ih >= 0 && ih + 2 < H; \
             if (inner) { \
                 const float *r0 = x + ih * W * 16, *r1 = r0 + W * 16, *r2 = r1 + W * 16; \
-                for (long ow = lo; ow < hi; ow++) { \
+                long ow = lo; \
+                /* Stride 1: two outputs at a time, from the four input columns they share (two \
+                 * chains of FMAs in flight, a third fewer loads). */ \
+                for (; sw == 1 && ow + 1 < hi; ow += 2) { \
+                    const long c = (ow - pw) * 16; \
+                    const cg_v16 a0 = CG_V16(r0 + c), a1 = CG_V16(r0 + c + 16), a2 = CG_V16(r0 + c + 32), a3 = CG_V16(r0 + c + 48); \
+                    const cg_v16 b0 = CG_V16(r1 + c), b1 = CG_V16(r1 + c + 16), b2 = CG_V16(r1 + c + 32), b3 = CG_V16(r1 + c + 48); \
+                    const cg_v16 d0 = CG_V16(r2 + c), d1 = CG_V16(r2 + c + 16), d2 = CG_V16(r2 + c + 32), d3 = CG_V16(r2 + c + 48); \
+                    cg_v16 v = tv + k0 * a0 + k1 * a1 + k2 * a2 + k3 * b0 + k4 * b1 + k5 * b2 + k6 * d0 + k7 * d1 + k8 * d2; \
+                    cg_v16 u = tv + k0 * a1 + k1 * a2 + k2 * a3 + k3 * b1 + k4 * b2 + k5 * b3 + k6 * d1 + k7 * d2 + k8 * d3; \
+                    CG_V16_ACT(v, act, alpha); \
+                    CG_V16_ACT(u, act, alpha); \
+                    *(cg_v16 *)(out + ow * 16) = v; \
+                    *(cg_v16 *)(out + ow * 16 + 16) = u; \
+                } \
+                for (; ow < hi; ow++) { \
                     const long c = (ow * sw - pw) * 16; \
-                    cg_v16 a = k0 * CG_V16(r0 + c) + k1 * CG_V16(r0 + c + 16) + k2 * CG_V16(r0 + c + 32); \
-                    cg_v16 b = k3 * CG_V16(r1 + c) + k4 * CG_V16(r1 + c + 16) + k5 * CG_V16(r1 + c + 32); \
-                    cg_v16 d = k6 * CG_V16(r2 + c) + k7 * CG_V16(r2 + c + 16) + k8 * CG_V16(r2 + c + 32); \
-                    cg_v16 v = (a + b + d) * sv + tv; \
+                    cg_v16 v = tv + k0 * CG_V16(r0 + c) + k1 * CG_V16(r0 + c + 16) + k2 * CG_V16(r0 + c + 32) + \
+                               k3 * CG_V16(r1 + c) + k4 * CG_V16(r1 + c + 16) + k5 * CG_V16(r1 + c + 32) + \
+                               k6 * CG_V16(r2 + c) + k7 * CG_V16(r2 + c + 16) + k8 * CG_V16(r2 + c + 32); \
                     CG_V16_ACT(v, act, alpha); \
                     *(cg_v16 *)(out + ow * 16) = v; \
                 } \
@@ -214,19 +260,16 @@ typedef int cg_v16i __attribute__((vector_size(64), aligned(4)));
             const cg_v16 k[9] = {k0, k1, k2, k3, k4, k5, k6, k7, k8}; \
             for (long ow = 0; ow < OW; ow++) { \
                 if (inner && ow == lo && hi > lo) { ow = hi - 1; continue; } \
-                cg_v16 a = (cg_v16){0}, b = (cg_v16){0}, d = (cg_v16){0}; \
+                cg_v16 v = tv; \
                 const long iw0 = ow * sw - pw; \
                 for (long i = 0; i < 3; i++) { \
                     if (ih + i < 0 || ih + i >= H) continue; \
                     const float *row = x + (ih + i) * W * 16; \
-                    cg_v16 r = (cg_v16){0}; \
                     for (long j = 0; j < 3; j++) { \
                         if (iw0 + j < 0 || iw0 + j >= W) continue; \
-                        r += k[3 * i + j] * CG_V16(row + (iw0 + j) * 16); \
+                        v += k[3 * i + j] * CG_V16(row + (iw0 + j) * 16); \
                     } \
-                    if (i == 0) a = r; else if (i == 1) b = r; else d = r; \
                 } \
-                cg_v16 v = (a + b + d) * sv + tv; \
                 CG_V16_ACT(v, act, alpha); \
                 *(cg_v16 *)(out + ow * 16) = v; \
             } \

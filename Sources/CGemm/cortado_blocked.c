@@ -142,6 +142,42 @@ static void cb_direct_finish(const cg_kernels *kern, const float *acc, long bstr
     }
 }
 
+// Whether the path's pointwise tiles run a 1×1 stride-1 layer whose band is one run of pixels
+// (flat): a blocked input, the residual (if any) blocked, the output blocked or planar.
+static int cb_pointwise_takes(const cg_kernels *kern, int flat, int x_blocked, int y_blocked, const cg_epilogue *e,
+                              int res_blocked) {
+    return (y_blocked ? kern->blocked_pointwise != NULL : kern->blocked_pointwise_planar != NULL) && flat && x_blocked &&
+           (!e || !e->residual || res_blocked);
+}
+
+// Blocks [b0, b0 + ob) of a 1×1 layer for output pixels [p0, p0 + pixels) on the pointwise
+// tiles: x the input at the first of them (blocks xstride floats apart), w the packed weights
+// of k channels, y the output ([m][n], blocked when y_blocked), the epilogue's residual blocked.
+static void cb_pointwise(const cg_kernels *kern, long k, const float *x, long xstride, const float *w, long b0, long ob, long m,
+                         long n, long p0, long pixels, float *y, int y_blocked, const cg_epilogue *e) {
+    // A pair of blocks in one tile where the path has such tiles, else block by block.
+    const long per = kern->direct_blocks == 2 ? ob : 1, np_max = kern->direct_np, pieces = (pixels + np_max - 1) / np_max;
+    const cg_blocked_pointwise_fn *tiles = (y_blocked ? kern->blocked_pointwise : kern->blocked_pointwise_planar)[per - 1];
+    const float *res = e ? e->residual : NULL;
+    const long step = y_blocked ? 16 : 1, ystride = y_blocked ? n * 16 : n;
+    for (long b = b0; b < b0 + ob; b += per) {
+        cg_blocked_out o;
+        for (long j = 0; j < per; j++) {
+            o.lanes[j] = cg_min(16, m - (b + j) * 16);
+            cb_lanes(e, (b + j) * 16, o.lanes[j], o.s + 16 * j, o.t + 16 * j, &o.act, &o.alpha);
+        }
+        float *yb = y + (y_blocked ? (b * n + p0) * 16 : b * 16 * n + p0);
+        const float *rb = res ? res + (b * n + p0) * 16 : NULL;
+        long col = 0;
+        for (long piece = 0; piece < pieces; piece++) {
+            long np = pixels / pieces + (piece < pixels % pieces ? 1 : 0);
+            tiles[np - 1](k, x + col * 16, xstride, w + b * k * 16, k * 16, &o, rb ? rb + col * 16 : NULL, n * 16, yb + col * step,
+                          ystride);
+            col += np;
+        }
+    }
+}
+
 void cg_blocked_direct_conv(const cg_conv *g, const float *x, int x_blocked, const float *w, long m, long u0, long u1, float *y,
                             int y_blocked, const cg_epilogue *epilogue, int res_blocked, float *workspace) {
     long hp, wp;
@@ -152,10 +188,17 @@ void cg_blocked_direct_conv(const cg_conv *g, const float *x, int x_blocked, con
     const cg_kernels *kern = cg_kernels_now();
     float *acc = cg_align64(workspace);
     const long bstride = band_rows * ow * 16;
+    const int flat = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && wp == ow && hp == g->out_h;
+    const int pointwise = cb_pointwise_takes(kern, flat, x_blocked, y_blocked, epilogue, res_blocked);
     for (long u = u0; u < u1; u++) {
         long pair = u / bands, band = u % bands;
         long b0 = 2 * pair, ob = cg_min(2, blocks - b0);
         long oh0 = band * band_rows, oh1 = cg_min(g->out_h, oh0 + band_rows);
+        if (pointwise) {
+            cb_pointwise(kern, g->channels, x + oh0 * ow * 16, n * 16, w, b0, ob, m, n, oh0 * ow, (oh1 - oh0) * ow, y, y_blocked,
+                         epilogue);
+            continue;
+        }
         cb_direct_sums(kern, g, x, x_blocked, hp, wp, w, b0, ob, oh0, oh1, acc, bstride);
         cb_direct_finish(kern, acc, bstride, b0, ob, m, n, oh0 * ow, (oh1 - oh0) * ow, y, y_blocked, epilogue, res_blocked);
     }
@@ -203,6 +246,10 @@ void cg_blocked_separable(const cg_conv *gd, const float *x, const float *wd, co
         g1.h = g1.out_h = count;
         for (long b0 = 0; b0 < blocks; b0 += 2) {
             long ob = cg_min(2, blocks - b0);
+            if (cb_pointwise_takes(kern, 1, 1, y_blocked, ep, res_blocked)) {
+                cb_pointwise(kern, gp->channels, mid, count * ow * 16, wp, b0, ob, m, n, oh0 * ow, count * ow, y, y_blocked, ep);
+                continue;
+            }
             cb_direct_sums(kern, &g1, mid, 1, count, ow, wp, b0, ob, 0, count, acc, band);
             cb_direct_finish(kern, acc, band, b0, ob, m, n, oh0 * ow, count * ow, y, y_blocked, ep, res_blocked);
         }
@@ -244,6 +291,28 @@ void cg_blocked_depthwise3x3(const cg_conv *g, const float *x, const float *w, l
         int act;
         cb_lanes(epilogue, b * 16, cg_min(16, g->channels - b * 16), s, t, &act, &alpha);
         kern->blocked_depthwise(g, x + b * in_plane, w + b * 144, s, t, act, alpha, oh0, oh1, y + b * out_plane);
+    }
+}
+
+// MARK: A stem of few input channels
+
+int cg_blocked_stem_takes(const cg_conv *g) {
+    return cg_kernels_now()->blocked_stem && g->kh == 3 && g->kw == 3 && g->sh == 2 && g->sw == 2 && g->dh == 1 && g->dw == 1 &&
+           g->channels <= CG_STEM_CHANNELS;
+}
+
+long cg_blocked_stem_units(const cg_conv *g) { return g->out_h; }
+
+void cg_blocked_stem(const cg_conv *g, const float *x, const float *w, long m, long u0, long u1, float *y,
+                     const cg_epilogue *epilogue) {
+    const cg_kernels *kern = cg_kernels_now();
+    for (long oh = u0; oh < u1; oh++) {
+        // Passes of at most 24 channels (1.5 blocks: the kernel's accumulators), else of one block.
+        for (long c0 = 0; c0 < m; ) {
+            long nch = m - c0 <= 24 ? m - c0 : 16;
+            kern->blocked_stem(g, x, w, m, c0, nch, epilogue, oh, y);
+            c0 += nch;
+        }
     }
 }
 

@@ -9,7 +9,10 @@ step), and a model output is written planar.
 
 The networks here cover each of those, with channel counts that are not multiples of 16 (3,
 24, 40), odd map sizes, strides 1 and 2, residual blocks, a blob read by a blocked and a
-non-blocked layer, and a model output taken from the middle of a blocked run. Every answer is
+non-blocked layer, a model output taken from the middle of a blocked run, and stems (3×3 stride
+2 on a 3-channel input, written blocked: on AVX-512 the stem kernel runs them, which `inspect`
+must say, with 8, 24, 40 and 41 channels and paddings 0, 1 and 2), and 8-channel blobs (the
+direct algorithm forced). Every answer is
 checked against a NumPy reference written from the layer definitions (float64; rtol 1e-4,
 atol 1e-5), on every kernel path the machine has (CORTADO_ISA), with the layout on and off
 (CORTADO_BLOCKED=0) and without fusing a depthwise layer with the 1×1 layer that reads it
@@ -153,7 +156,42 @@ def output_in_the_run():
     return n
 
 
-NETS = {"detector-like": detector_like, "strided-and-odd": strided_and_odd, "output-in-the-run": output_in_the_run}
+def stems():
+    """Three stems (3×3 stride 2 on the 3-channel input, written blocked: the AVX-512 path's stem
+    kernel, 16 output pixels a vector) of 40 channels (passes of 16 and 24), 24 channels without
+    padding and 41 channels with padding 2 (passes of 16, 16 and 9; taps outside the input on
+    both sides), on a 23×37 input (odd widths, a last group of fewer than 16 pixels), each read
+    by a blocked layer."""
+    n = Net(3, 23, 37, ["c3", "c6", "c8"], seed=17)
+    a = n.conv("x", 40, 3, 2, 1)                        # c1: 40×12×19
+    d = n.conv(a, 40, 3, 1, 1, groups=40)
+    n.conv(d, 24, 1, 1, 0, act=False)                   # c3, an output
+    c = n.conv("x", 24, 3, 2, 0)                        # c4: 24×11×18
+    d = n.conv(c, 24, 3, 1, 1, groups=24)
+    n.conv(d, 40, 1, 1, 0, act=False)                   # c6, an output
+    e = n.conv("x", 41, 3, 2, 2, act=False)             # c7: 41×13×20
+    n.conv(e, 24, 1, 1, 0, act=False)                   # c8, an output
+    return n
+
+
+def eight_channels():
+    """8-channel blobs, run blocked with CORTADO_CONV_ALGO=direct (the rule puts convolutions of
+    16 or fewer filters on the GEMM): a stem of 8 channels (one pass, half a block), a residual
+    block whose 1×1 layer reads 8 input channels, a depthwise stride-2 layer, and a 1×1 layer
+    8→40 written planar as the model output (blocks of 16, 16 and 8 channels), on a 13×11 input."""
+    n = Net(3, 13, 11, ["c5"], seed=19)
+    a = n.conv("x", 8, 3, 2, 1)                         # 8×7×6
+    d = n.conv(a, 8, 3, 1, 1, groups=8)
+    b = n.conv(d, 8, 1, 1, 0, residual=a)
+    d = n.conv(b, 8, 3, 2, 1, groups=8)                 # 8×4×3
+    n.conv(d, 40, 1, 1, 0, act=False)                   # c5, an output
+    return n
+
+
+NETS = {"detector-like": detector_like, "strided-and-odd": strided_and_odd, "output-in-the-run": output_in_the_run,
+        "stems": stems, "eight-channels": eight_channels}
+STEMS = {"detector-like": 1, "stems": 3, "eight-channels": 1}
+FORCED_DIRECT = {"eight-channels"}
 
 
 def inspect_text(path, env):
@@ -182,6 +220,8 @@ def test_blocked_runs_match_numpy(net, isa, blocked, tmp_path):
     n = NETS[net]()
     path = n.save(tmp_path)
     env = env_for(isa, blocked)
+    if net in FORCED_DIRECT:
+        env["CORTADO_CONV_ALGO"] = "direct"
     text = inspect_text(path, env)
     uses = blocked != "0" and isa != "portable"
     assert ("channel-blocked layout" in text) == uses, text
@@ -192,6 +232,9 @@ def test_blocked_runs_match_numpy(net, isa, blocked, tmp_path):
         # The global pooling reads a planar copy of the blob the depthwise layer reads blocked.
         reorders = int(line.rsplit(",", 1)[1].split()[0])
         assert reorders >= 1, line
+    # The stem kernel (AVX-512 only) runs each stem that writes a blocked output.
+    stems_run = text.count("on the stem kernel")
+    assert stems_run == (STEMS.get(net, 0) if uses and isa == "avx512" else 0), text
     xs = [rng(100 + i).normal(size=n.shape) for i in range(3)]
     for batch in (1, 3):
         for x, got in zip(xs, predict_rows(path, xs, env, batch)):

@@ -66,6 +66,18 @@ void cg_blocked_separable(const cg_conv *gd, const float *x, const float *wd, co
                           const float *wp, long m, long u0, long u1, float *y, int y_blocked, const cg_epilogue *ep,
                           int res_blocked, float *workspace);
 
+/* A network's stem: a 3×3 stride-2 convolution (dilation 1, any padding) of a planar input of
+ * at most CG_STEM_CHANNELS channels, written blocked, on a kernel with the output pixels along
+ * the lanes (no lane spent on the channels past m, no padded copy of the input). 1 when the path
+ * in use has it and it takes g; units of work (output rows); units [u0, u1) of one image: x the
+ * unpadded planar input, w cg_direct_pack's weights for m output channels, y blocked, the
+ * epilogue (may be NULL) without a residual. */
+#define CG_STEM_CHANNELS 4
+int cg_blocked_stem_takes(const cg_conv *g);
+long cg_blocked_stem_units(const cg_conv *g);
+void cg_blocked_stem(const cg_conv *g, const float *x, const float *w, long m, long u0, long u1, float *y,
+                     const cg_epilogue *epilogue);
+
 /* Channels [c0, c1) of one image (c0 a multiple of 16) between the layouts. */
 void cg_blocked_to_planar(const float *x, long channels, long plane, long c0, long c1, float *y);
 void cg_planar_to_blocked(const float *x, long channels, long plane, long c0, long c1, float *y);

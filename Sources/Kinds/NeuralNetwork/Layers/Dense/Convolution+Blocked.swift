@@ -43,7 +43,16 @@ extension ConvolutionLayer: NNBlockedLayoutLayer {
         // (The residual is read in its own layout, whatever the output's.)
         var reads = [blocked[0] && readsBlockedInput(inputs[0])]
         if residual { reads.append(blocked[1]) }
+        if !reads[0] && outputWanted && runsStem(inputs[0]) { blockedStem = true }
         return (reads, outputWanted)
+    }
+
+    /// Whether the stem kernel (`cg_blocked_stem`: few input channels, 3×3 stride 2) runs this
+    /// layer from a planar input into a blocked output.
+    private func runsStem(_ x: NNShape) -> Bool {
+        guard !residual, let g = try? geometry(h: x.h, w: x.w) else { return false }
+        var conv = convGeometry(g, xs: x)
+        return cg_blocked_stem_takes(&conv) != 0
     }
 
     /// The depthwise weights as the blocked kernel reads them (`cg_blocked_depthwise_pack`),
@@ -67,6 +76,21 @@ extension ConvolutionLayer: NNBlockedLayoutLayer {
         return Int(cg_conv_padded_count(&conv)) + 16 + NNThreads.cores * (Int(cg_blocked_direct_workspace_count(&conv)) + 16)
     }
 
+    /// Units [0, units) of each image shared out among the workers: `body(image, u0, u1,
+    /// epilogue)` with the layer's epilogue (no residual).
+    private func eachShare(_ units: Int, images: Int, context: NNRunContext,
+                           _ body: (Int, Int, Int, UnsafePointer<cg_epilogue>?) -> Void) {
+        let workers = NNPackedGemm.workers(context, items: units)
+        let share = (units + workers - 1) / workers
+        for image in 0..<images {
+            NNGemm.run(workers: workers) { worker in
+                let u0 = Swift.min(units, worker * share), u1 = Swift.min(units, u0 + share)
+                guard u0 < u1 else { return }
+                post.withGemmEpilogue(perColumn: true, offset: 0) { body(image, u0, u1, $0) }
+            }
+        }
+    }
+
     func runBlocked(inputs: [NNTensor], output: NNTensor, g: Geometry, context: NNRunContext) {
         let xs = inputs[0].shape, images = Swift.max(1, xs.images)
         let x = context.pointer(inputs[0]), y = context.pointer(output)
@@ -76,25 +100,22 @@ extension ConvolutionLayer: NNBlockedLayoutLayer {
             var conv = cg_conv(channels: outputChannels, h: xs.h, w: xs.w, kh: kh, kw: kw, sh: sh, sw: sw, dh: dh, dw: dw,
                                pad_h: g.offH, pad_w: g.offW, out_h: g.outH, out_w: g.outW)
             let units = cg_blocked_depthwise_units(&conv)
-            let workers = NNPackedGemm.workers(context, items: units)
-            let share = (units + workers - 1) / workers
             blockedDepthwiseWeights!.withUnsafeBufferPointer { wbuf in
                 let w = wbuf.baseAddress!
-                for image in 0..<xs.images {
-                    let xi = x + image * xStride, yi = y + image * yStride
-                    NNGemm.run(workers: workers) { worker in
-                        let u0 = Swift.min(units, worker * share), u1 = Swift.min(units, u0 + share)
-                        guard u0 < u1 else { return }
-                        post.withGemmEpilogue(perColumn: true, offset: 0) { epilogue in
-                            cg_blocked_depthwise3x3(&conv, xi, w, u0, u1, yi, epilogue)
-                        }
-                    }
+                eachShare(units, images: xs.images, context: context) { image, u0, u1, epilogue in
+                    cg_blocked_depthwise3x3(&conv, x + image * xStride, w, u0, u1, y + image * yStride, epilogue)
                 }
             }
             return
         }
         let packed = self.packed!, m = outputChannels
         var conv = convGeometry(g, xs: xs)
+        if xBlocked == 0 && yBlocked == 1 && runsStem(xs) {
+            eachShare(cg_blocked_stem_units(&conv), images: xs.images, context: context) { image, u0, u1, epilogue in
+                cg_blocked_stem(&conv, x + image * xStride, packed.data, m, u0, u1, y + image * yStride, epilogue)
+            }
+            return
+        }
         let units = cg_blocked_direct_units(&conv, m)
         let workers = NNPackedGemm.workers(context, items: units)
         let share = (units + workers - 1) / workers

@@ -65,6 +65,8 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNR
     let depthwise: Bool
     /// Its weights for the blocked layout's kernel (`Convolution+Blocked.swift`), once a plan runs it so.
     var blockedDepthwiseWeights: [Float]?
+    /// Whether a plan runs it on the blocked layout's stem kernel (`Convolution+Blocked.swift`), for `timingNote`.
+    var blockedStem = false
     let weightForm: String
     private(set) var post: NNChannelEpilogue
     /// A 2×2 stride-2 max pooling (no padding) folded in: the output is the pooled image.
@@ -173,10 +175,11 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNR
         if !post.names.isEmpty { s += ", then " + post.names.joined(separator: ", ") }
         if pooled { s += ", then max pool 2×2 stride 2" }
         if let chosenAlgorithm { s += ", algorithm \(chosenAlgorithm.rawValue) (\(choiceNote))" }
+        if blockedStem { s += ", on the stem kernel" }
         return s
     }
 
-    var timingNote: String { chosenAlgorithm?.rawValue ?? "" }
+    var timingNote: String { blockedStem ? "stem kernel" : chosenAlgorithm?.rawValue ?? "" }
 
     /// Spatial geometry for one input size: output size and where the kernel window starts
     /// (convolution: padding before the input; deconvolution: rows/columns cropped from the
