@@ -6,8 +6,10 @@ import CortadoSpec
 /// declare, a weight or parameter computed at run time, an input the op does not expect)
 /// leaves the op to the interpreter.
 ///
-/// Every tensor an op reads or writes at run time must be declared fp32 `[N, C, H, W]` with
-/// every dimension known: under `EXACT_ARRAY_MAPPING` such a blob is the same rank-4 tensor.
+/// Every tensor an op reads or writes at run time must be declared fp32 or fp16 `[N, C, H, W]`
+/// with every dimension known: under `EXACT_ARRAY_MAPPING` such a blob is the same rank-4
+/// tensor (fp32: the network computes fp16 ops in fp32, with their fp16 weights and parameters
+/// widened exactly, as the interpreter does).
 /// - `conv` (constant weight and bias, any groups, strides and dilations): a convolution with
 ///   its padding written out before/after as `MILWindowGeometry` computes it for every
 ///   `pad_type` (MIL's `same` and the format's same-padding modes split odd padding alike, but
@@ -92,13 +94,13 @@ enum MILLayerMapping {
         "concat": ["values", "axis", "interleave"],
     ]
 
-    /// A declared fp32 `[N, C, H, W]` with every dimension known, else nil.
+    /// A declared fp32 or fp16 `[N, C, H, W]` with every dimension known, else nil.
     static func shape4(_ type: MILType?) -> [Int]? {
-        guard case .tensor(.fp32, let dims?)? = type, dims.count == 4, dims.allSatisfy({ ($0 ?? 0) > 0 }) else { return nil }
+        guard case .tensor(let dt, let dims?)? = type, dt == .fp32 || dt == .fp16, dims.count == 4, dims.allSatisfy({ ($0 ?? 0) > 0 }) else { return nil }
         return dims.map { $0! }
     }
 
-    /// The value bound to `input` when it is computed at run time and declared fp32 rank 4:
+    /// The value bound to `input` when it is computed at run time and declared fp32 or fp16 rank 4:
     /// its name (the blob it becomes) and shape.
     private static func computed(_ step: MILStep, _ input: String, _ types: [Int: MILType]) -> (String, [Int])? {
         guard let bound = step.inputs[input], bound.count == 1, case .slot(let s, let name) = bound[0],
@@ -128,7 +130,8 @@ enum MILLayerMapping {
         p.stride = g.strides.suffix(2).map(UInt64.init)
         p.dilationFactor = g.dilations.suffix(2).map(UInt64.init)
         p.valid.paddingAmounts = borders(g)
-        // [C_out, C_in/groups, kH, kW]: MIL's layout is the format's.
+        // [C_out, C_in/groups, kH, kW]: MIL's layout is the format's. fp16 weights are held
+        // as their values in Floats: written as floats, they are widened exactly.
         p.weights.floatValue = w.floats
         if let bias {
             p.hasBias_p = true
