@@ -2,9 +2,9 @@
 
 At load, each maximal run of consecutive fp32 or fp16 ops that the NeuralNetwork format
 expresses exactly (conv, relu / relu6 / leaky_relu / sigmoid / tanh, add of two same-shaped
-tensors, max_pool / avg_pool, concat along channels) and holds a convolution is compiled as a
-neural network and run as one step; `CORTADO_MIL_LOWERING=0` keeps every op on the
-interpreter (`=fp32` lowers fp32 ops only). Every case runs with lowering on and off against a
+tensors, max_pool / avg_pool, concat along channels, reduce_mean as a global average pool) and
+holds a convolution is compiled as a neural network and run as one step;
+`CORTADO_MIL_LOWERING=0` keeps every op on the interpreter (`=fp32` lowers fp32 ops only). Every case runs with lowering on and off against a
 float64 NumPy reference written from the op definitions (test_spatial_ops.py's convolution and
 pooling, with MIL's padding for each pad_type), and `cortado inspect` says how many ops ran on
 the neural-network engine in how many segments, so a case cannot pass by not lowering (or by
@@ -358,11 +358,56 @@ def test_concat_along_channels(mode, precision, tmp_path_factory, monkeypatch):
     check(path, inputs, want, mode, "concat", "neural-network engine: 6 of 6 operations in 1 segment", precision, monkeypatch)
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("axes", [(2, 3), (-1, -2)])
+def test_global_average_pool(axes, mode, precision, tmp_path_factory, monkeypatch):
+    """reduce_mean over H and W with keep_dims (PyTorch's AdaptiveAvgPool2d(1)) after a
+    convolution and a ReLU: the global average pooling layer, in the same segment. Without
+    keep_dims (rank 2) it stays here: test_head_without_keep_dims."""
+    lowering(monkeypatch, mode)
+
+    def build(r):
+        w, b = weights(r, 16, 8, 3)
+
+        @mb.program(input_specs=[mb.TensorSpec(shape=(2, 8, 9, 7))], opset_version=ct.target.iOS16)
+        def prog(x):
+            h = mb.relu(x=mb.conv(x=x, weight=w, bias=b, pad_type="same"))
+            return mb.reduce_mean(x=h, axes=list(axes), keep_dims=True, name="y")
+
+        x = normal(r, (2, 8, 9, 7))
+        return prog, {"x": x}, {"y": np.maximum(conv_ref(x, w, b, pad_type="same"), 0).mean(axis=(2, 3), keepdims=True)}
+
+    path, inputs, want = model(f"gap/{axes}", tmp_path_factory, build, precision)
+    check(path, inputs, want, mode, "global average pool", "neural-network engine: 3 of 3 operations in 1 segment", precision, monkeypatch)
+
+
+def test_head_without_keep_dims(tmp_path_factory, monkeypatch):
+    """reduce_mean over H and W without keep_dims writes a rank-2 value: it and the linear
+    head after it stay here, the convolution before is lowered."""
+    lowering(monkeypatch, "on")
+
+    def build(r):
+        w, b = weights(r, 16, 8, 3)
+        fc = half(r.standard_normal((4, 16)) * 0.25)
+
+        @mb.program(input_specs=[mb.TensorSpec(shape=(1, 8, 9, 9))], opset_version=ct.target.iOS16)
+        def prog(x):
+            h = mb.relu(x=mb.conv(x=x, weight=w, bias=b, pad_type="same"))
+            return mb.linear(x=mb.reduce_mean(x=h, axes=[2, 3]), weight=fc, name="y")
+
+        x = normal(r, (1, 8, 9, 9))
+        return prog, {"x": x}, {"y": np.maximum(conv_ref(x, w, b, pad_type="same"), 0).mean(axis=(2, 3)) @ fc.T.astype(np.float64)}
+
+    path, inputs, want = model("gap/no_keep_dims", tmp_path_factory, build)
+    check(path, inputs, want, "on", "head", "neural-network engine: 2 of 4 operations in 1 segment")
+
+
 # ---------------------------------------------------------------- segment boundaries
 
 @pytest.mark.parametrize("mode", MODES)
 def test_value_read_inside_and_after_the_segment(mode, tmp_path_factory, monkeypatch):
-    """h = relu(conv(x)) feeds a second convolution inside the segment and a reduce_mean
+    """h = relu(conv(x)) feeds a second convolution inside the segment and a reduce_max
     after it (which does not map): the segment writes h as well as its last value."""
     lowering(monkeypatch, mode)
 
@@ -374,12 +419,12 @@ def test_value_read_inside_and_after_the_segment(mode, tmp_path_factory, monkeyp
         def prog(x):
             h = mb.relu(x=mb.conv(x=x, weight=w1, bias=b1, pad_type="same"), name="h")
             y = mb.conv(x=h, weight=w2, bias=b2, name="y")
-            m = mb.reduce_mean(x=h, axes=[2, 3], keep_dims=True)
+            m = mb.reduce_max(x=h, axes=[2, 3], keep_dims=True)
             return mb.add(x=y, y=m, name="out")
 
         x = normal(r, (1, 8, 9, 9))
         h = np.maximum(conv_ref(x, w1, b1, pad_type="same"), 0)
-        return prog, {"x": x}, {"out": conv_ref(h, w2, b2) + h.mean(axis=(2, 3), keepdims=True)}
+        return prog, {"x": x}, {"out": conv_ref(h, w2, b2) + h.max(axis=(2, 3), keepdims=True)}
 
     path, inputs, want = model("boundary/read_after", tmp_path_factory, build)
     text = check(path, inputs, want, mode, "read after", "neural-network engine: 3 of 5 operations in 1 segment")

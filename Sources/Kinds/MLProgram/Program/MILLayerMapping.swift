@@ -20,7 +20,9 @@ import CortadoSpec
 /// - `max_pool`, `avg_pool` (2-D, padding smaller than the window so no window lies wholly in
 ///   it, `ceil_mode` only where it changes no size): pooling with explicit padding and the
 ///   program's `exclude_padding_from_average`;
-/// - `concat` of computed tensors along the channel axis (not interleaved): the channel concat.
+/// - `concat` of computed tensors along the channel axis (not interleaved): the channel concat;
+/// - `reduce_mean` over H and W with `keep_dims` (a global average pool): the global average
+///   pooling layer.
 enum MILLayerMapping {
     /// The layer for `step`, or nil when it does not map. `types` are the declared types of the
     /// values by slot; `slotCount` sizes the scratch frame the op's constants are read through.
@@ -63,6 +65,18 @@ enum MILLayerMapping {
             guard let (x, shape) = computed(step, "x", types), let p = pooling(step, call, input: shape, output: out) else { return nil }
             layer.input = [x]
             layer.pooling = p
+        case "reduce_mean":
+            // The global average pool (`AdaptiveAvgPool2d(1)`): the mean over H and W, kept as 1×1.
+            guard let (x, shape) = computed(step, "x", types), out == [shape[0], shape[1], 1, 1],
+                  call.isConstant("axes"), (!call.has("keep_dims") || call.isConstant("keep_dims")),
+                  let axes = try? call.ints("axes"), axes.count == 2, Set(axes.map { $0 < 0 ? $0 + 4 : $0 }) == [2, 3],
+                  (try? call.bool("keep_dims", default: false)) == true else { return nil }
+            layer.input = [x]
+            var p = CoreML_Specification_PoolingLayerParams()
+            p.type = .average
+            p.globalPooling = true
+            p.valid = .init()
+            layer.pooling = p
         case "concat":
             guard let bound = step.inputs["values"], !bound.isEmpty, let axis = try? call.int("axis"), axis == 1 || axis == -3,
                   (try? call.bool("interleave", default: false)) == false else { return nil }
@@ -92,6 +106,7 @@ enum MILLayerMapping {
         "max_pool": ["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode"],
         "avg_pool": ["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode", "exclude_padding_from_average"],
         "concat": ["values", "axis", "interleave"],
+        "reduce_mean": ["x", "axes", "keep_dims"],
     ]
 
     /// A declared fp32 or fp16 `[N, C, H, W]` with every dimension known, else nil.
