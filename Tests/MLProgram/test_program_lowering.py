@@ -1,15 +1,28 @@
 """ML Program convolution runs on the neural-network engine (`MILLowering`).
 
-At load, each maximal run of consecutive fp32 ops that the NeuralNetwork format expresses
-exactly (conv, relu / relu6 / leaky_relu / sigmoid / tanh, add of two same-shaped tensors,
-max_pool / avg_pool, concat along channels) and holds a convolution is compiled as a
-neural network and run as one step; `CORTADO_MIL_LOWERING=0` keeps every op on the
-interpreter. Every case runs with lowering on and off against a float64 NumPy reference
-written from the op definitions (test_spatial_ops.py's convolution and pooling, with MIL's
-padding for each pad_type) (rtol 1e-4, atol 1e-4: sums of up to 216 fp32 products,
-Winograd's transforms among the algorithms the network may pick), and `cortado inspect` says
-how many ops ran on the neural-network engine in how many segments, so a case cannot pass by
-not lowering (or by lowering what it must not).
+At load, each maximal run of consecutive fp32 or fp16 ops that the NeuralNetwork format
+expresses exactly (conv, relu / relu6 / leaky_relu / sigmoid / tanh, add of two same-shaped
+tensors, max_pool / avg_pool, concat along channels, reduce_mean as a global average pool) and
+holds a convolution is compiled as a neural network and run as one step;
+`CORTADO_MIL_LOWERING=0` keeps every op on the interpreter (`=fp32` lowers fp32 ops only). Every case runs with lowering on and off against a
+float64 NumPy reference written from the op definitions (test_spatial_ops.py's convolution and
+pooling, with MIL's padding for each pad_type), and `cortado inspect` says how many ops ran on
+the neural-network engine in how many segments, so a case cannot pass by not lowering (or by
+lowering what it must not).
+
+Each mapped-op case runs in three precisions (`PRECISIONS`):
+- fp32: rtol 1e-4, atol 1e-4 (sums of up to 216 fp32 products, Winograd's transforms among the
+  algorithms the network may pick);
+- fp16, converted as coremltools does by default (compute_precision=FLOAT16 and its passes:
+  fp16 weights, a cast to fp16 after each fp32 input and to fp32 before each output), and
+  fp16-io, the same with FLOAT16 model inputs and outputs (no casts). Weights and inputs are
+  drawn on fp16's grid (`half`), so the conversion and the casts change no value and the
+  reference is exact. Lowered, a segment computes in fp32 and rounds to fp16 only at its
+  outputs: every output must be an fp16 value within one fp16 spacing (the final rounding,
+  which may fall either side where fp32's sums sit at a midpoint) plus 1e-4 of the output's
+  scale (the fp32 sums) of the reference. On the interpreter every op's result is rounded
+  (2^-11 relative each, through at most 7 ops): within 1e-2 of the output's scale, and the
+  lowered output within that of the interpreter's too.
 """
 import json
 import re
@@ -22,14 +35,27 @@ import test_spatial_ops as spatial
 from milharness import array_json, assert_close, convert, cortado_command, ct, inspect, mb, predict
 
 RTOL = ATOL = 1e-4
+FP16_SCALE_TOL = 1e-2
 MODES = ["on", "off"]
+PRECISIONS = ["fp32", "fp16", "fp16-io"]
 
 
 def lowering(monkeypatch, mode):
     if mode == "off":
         monkeypatch.setenv("CORTADO_MIL_LOWERING", "0")
+    elif mode == "fp32":
+        monkeypatch.setenv("CORTADO_MIL_LOWERING", "fp32")
     else:
         monkeypatch.delenv("CORTADO_MIL_LOWERING", raising=False)
+
+
+def half(a):
+    """float32 values on fp16's grid: an fp16 program holds them exactly."""
+    return np.asarray(a, dtype=np.float32).astype(np.float16).astype(np.float32)
+
+
+def normal(r, shape):
+    return half(r.standard_normal(shape))
 
 
 # ---------------------------------------------------------------- references (float64, NCHW)
@@ -50,16 +76,17 @@ def pool_ref(x, kind, kernel, strides, pad_type, pad=None, exclude=False, ceil_m
 ACTIVATIONS = {
     "relu": (lambda v: mb.relu(x=v, name="y"), lambda v: np.maximum(v, 0)),
     "relu6": (lambda v: mb.relu6(x=v, name="y"), lambda v: np.clip(v, 0, 6)),
-    "leaky_relu": (lambda v: mb.leaky_relu(x=v, alpha=0.2, name="y"), lambda v: np.where(v >= 0, v, 0.2 * v)),
+    "leaky_relu": (lambda v: mb.leaky_relu(x=v, alpha=0.25, name="y"), lambda v: np.where(v >= 0, v, 0.25 * v)),
     "sigmoid": (lambda v: mb.sigmoid(x=v, name="y"), lambda v: 1 / (1 + np.exp(-v))),
     "tanh": (lambda v: mb.tanh(x=v, name="y"), np.tanh),
 }
 
 
 def weights(r, cout, per, kh, kw=None, bias=True):
+    """A convolution's weight and bias, on fp16's grid (fp16 programs hold them exactly)."""
     kw = kw or kh
-    w = (r.standard_normal((cout, per, kh, kw)) / np.sqrt(per * kh * kw)).astype(np.float32)
-    return w, ((r.standard_normal(cout) * 0.1).astype(np.float32) if bias else None)
+    w = half(r.standard_normal((cout, per, kh, kw)) / np.sqrt(per * kh * kw))
+    return w, (half(r.standard_normal(cout) * 0.1) if bias else None)
 
 
 def conv_op(v, w, b, **kw):
@@ -70,26 +97,72 @@ _models = {}
 
 
 def model(name, tmp_path_factory, build, precision="fp32"):
-    """A case's program, converted once (for both modes) with its input and reference."""
-    if name not in _models:
+    """A case's program in `precision` (PRECISIONS), converted once (for both modes) with its
+    input (FLOAT16 arrays for fp16-io) and reference."""
+    key = f"{name}/{precision}"
+    if key not in _models:
         prog, inputs, want = build(np.random.default_rng(sum(map(ord, name))))
-        path = convert(prog, tmp_path_factory.mktemp(name.replace("/", "_")), precision=precision)
-        _models[name] = (path, inputs, want)
-    return _models[name]
+        folder = tmp_path_factory.mktemp(key.replace("/", "_"))
+        path = convert(prog, folder, precision=precision[:4])
+        if precision == "fp16-io":
+            # coremltools' own rewrite of a converted program's fp32 inputs and outputs into
+            # fp16 ones (the casts go; each output is renamed NAME_to_fp16).
+            from coremltools.proto import FeatureTypes_pb2
+            half_io = ct.utils.change_input_output_tensor_type(
+                ct.models.MLModel(str(path), skip_model_load=True), from_type=FeatureTypes_pb2.ArrayFeatureType.FLOAT32,
+                to_type=FeatureTypes_pb2.ArrayFeatureType.FLOAT16, input_names=list(inputs), output_names=list(want))
+            path = folder / "io16.mlpackage"
+            half_io.save(str(path))
+            inputs = {k: v.astype(np.float16) for k, v in inputs.items()}
+            want = dict(zip([o.name for o in half_io.get_spec().description.output], want.values()))
+        _models[key] = (path, inputs, want)
+    return _models[key]
 
 
-def check(path, inputs, want, mode, what, expect, rtol=RTOL, atol=ATOL):
+def check(path, inputs, want, mode, what, expect, precision="fp32", monkeypatch=None):
     """Runs one row; checks every output against `want` and `inspect` against `expect` (the
-    line's text with lowering on; with it off, the switch's line)."""
+    line's text with lowering on, as for the fp32 program; an fp16 program converted with fp32
+    inputs and outputs has a cast more per input and output; with lowering off, the switch's
+    line). fp16 programs are held to the tolerances of the module's docstring; lowered, they
+    are also run with lowering off (`monkeypatch` sets the switch) and compared."""
     text = inspect(path)
     if mode == "off":
         assert "neural-network engine: off" in text, text
     else:
+        if precision == "fp16":
+            casts = len(inputs) + len(want)
+            expect = re.sub(r"of (\d+) operations", lambda m: f"of {int(m.group(1)) + casts} operations", expect)
         assert expect in text, text
+        if precision != "fp32":
+            assert "fp16 values computed in fp32, rounded to fp16 at its outputs" in text, text
     got = predict(path, [inputs])[0]
     assert set(got) == set(want), (sorted(got), sorted(want))
+    label = f"{what} ({precision}) '{{}}', lowering {mode}"
+    if precision == "fp32":
+        for k, v in want.items():
+            assert_close(got[k], v, rtol=RTOL, atol=ATOL, what=label.format(k))
+        return text
     for k, v in want.items():
-        assert_close(got[k], v, rtol=rtol, atol=atol, what=f"{what} '{k}', lowering {mode}")
+        # JSON carries the shortest decimals of the output's own type: read back as that type
+        # (a FLOAT16 output's values are fp16 values by its type; an fp32 output's, after the
+        # cast from fp16, must be).
+        g, scale = np.asarray(got[k]).astype(np.float16 if precision == "fp16-io" else np.float32).astype(np.float64), np.abs(v).max()
+        assert np.array_equal(g.astype(np.float16).astype(np.float64), g), f"{label.format(k)}: not fp16 values"
+        if mode == "off":
+            assert_close(g, v, rtol=FP16_SCALE_TOL, atol=FP16_SCALE_TOL * scale, what=label.format(k))
+        else:
+            # Rounded once, at the segment's output.
+            spacing = np.spacing(np.abs(v).astype(np.float16)).astype(np.float64)
+            err = np.abs(g - v) - spacing - ATOL * scale
+            assert err.max() <= 0, f"{label.format(k)}: {np.count_nonzero(err > 0)} values over one fp16 spacing + 1e-4 of the scale " \
+                f"(worst |diff| {np.abs(g - v).max():.3g}, scale {scale:.3g})"
+    if mode == "on":
+        lowering(monkeypatch, "off")
+        per_op = predict(path, [inputs])[0]
+        lowering(monkeypatch, "on")
+        for k, v in want.items():
+            assert_close(got[k], per_op[k], rtol=FP16_SCALE_TOL, atol=FP16_SCALE_TOL * np.abs(v).max(),
+                         what=f"{label.format(k)} against lowering off")
     return text
 
 
@@ -124,23 +197,25 @@ def conv_case(case):
             h = conv_op(x, w, b, strides=list(strides), dilations=list(dilations), pad_type=pad_type, groups=groups, **extra)
             return mb.relu(x=h, name="y")
 
-        x = r.standard_normal(shape).astype(np.float32)
+        x = normal(r, shape)
         want = np.maximum(conv_ref(x, w, b, strides, dilations, groups, pad_type, pad), 0)
         return prog, {"x": x}, {"y": want}
     return build
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", sorted(CONVS))
-def test_convolution(case, mode, tmp_path_factory, monkeypatch):
+def test_convolution(case, mode, precision, tmp_path_factory, monkeypatch):
     lowering(monkeypatch, mode)
-    path, inputs, want = model(f"conv/{case}", tmp_path_factory, conv_case(case))
-    check(path, inputs, want, mode, case, "neural-network engine: 2 of 2 operations in 1 segment")
+    path, inputs, want = model(f"conv/{case}", tmp_path_factory, conv_case(case), precision)
+    check(path, inputs, want, mode, case, "neural-network engine: 2 of 2 operations in 1 segment", precision, monkeypatch)
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("act", sorted(ACTIVATIONS))
-def test_activation_after_conv(act, mode, tmp_path_factory, monkeypatch):
+def test_activation_after_conv(act, mode, precision, tmp_path_factory, monkeypatch):
     lowering(monkeypatch, mode)
     op, ref = ACTIVATIONS[act]
 
@@ -152,16 +227,17 @@ def test_activation_after_conv(act, mode, tmp_path_factory, monkeypatch):
         def prog(x):
             return op(mb.conv(x=x, weight=w, bias=b, pad_type="same"))
 
-        x = r.standard_normal((1, 8, 9, 9)).astype(np.float32)
+        x = normal(r, (1, 8, 9, 9))
         return prog, {"x": x}, {"y": ref(conv_ref(x, w, b, pad_type="same"))}
 
-    path, inputs, want = model(f"act/{act}", tmp_path_factory, build)
-    check(path, inputs, want, mode, act, "neural-network engine: 2 of 2 operations in 1 segment")
+    path, inputs, want = model(f"act/{act}", tmp_path_factory, build, precision)
+    check(path, inputs, want, mode, act, "neural-network engine: 2 of 2 operations in 1 segment", precision, monkeypatch)
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("skip_first", [False, True])
-def test_residual_block(skip_first, mode, tmp_path_factory, monkeypatch):
+def test_residual_block(skip_first, mode, precision, tmp_path_factory, monkeypatch):
     """A 1×1 stem, then relu(conv_1x1(relu(conv_dw(h))) + h): a depthwise then a 1×1
     convolution, the add reading the block's input (as its x or its y), the ReLU after. On the
     vector paths the network runs the block in the channel-blocked layout, the depthwise and
@@ -182,13 +258,14 @@ def test_residual_block(skip_first, mode, tmp_path_factory, monkeypatch):
             s = mb.add(x=h, y=g) if skip_first else mb.add(x=g, y=h)
             return mb.relu(x=s, name="y")
 
-        x = r.standard_normal((1, 8, 14, 14)).astype(np.float32)
+        x = normal(r, (1, 8, 14, 14))
         h = np.maximum(conv_ref(x, ws, bs), 0)
         g = np.maximum(conv_ref(h, wd, bd, groups=c, pad_type="custom", pad=[1] * 4), 0)
         return prog, {"x": x}, {"y": np.maximum(conv_ref(g, wp, bp) + h, 0)}
 
-    path, inputs, want = model(f"residual/{skip_first}", tmp_path_factory, build)
-    text = check(path, inputs, want, mode, "residual", "neural-network engine: 7 of 7 operations in 1 segment")
+    path, inputs, want = model(f"residual/{skip_first}", tmp_path_factory, build, precision)
+    text = check(path, inputs, want, mode, "residual", "neural-network engine: 7 of 7 operations in 1 segment", precision,
+                 monkeypatch)
     if mode == "on" and re.search(r"Kernel path:\s+(avx512|avx2) ", text):
         assert "then residual add, ReLU" in text, text
         assert re.search(r"channel-blocked layout \(NCHW16c\): \d+ layers \([^)]* \+ ", text), text
@@ -205,9 +282,10 @@ POOLS = {
 }
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", sorted(POOLS))
-def test_pooling_after_conv(case, mode, tmp_path_factory, monkeypatch):
+def test_pooling_after_conv(case, mode, precision, tmp_path_factory, monkeypatch):
     lowering(monkeypatch, mode)
     op, kernel, strides, pad_type, pad, exclude, ceil = POOLS[case]
 
@@ -223,12 +301,12 @@ def test_pooling_after_conv(case, mode, tmp_path_factory, monkeypatch):
             return getattr(mb, op)(x=h, kernel_sizes=list(kernel), strides=list(strides), pad_type=pad_type, ceil_mode=ceil,
                                    name="y", **extra)
 
-        x = r.standard_normal((1, 8, 12, 12)).astype(np.float32)
+        x = normal(r, (1, 8, 12, 12))
         h = conv_ref(x, w, b, pad_type="same")
         return prog, {"x": x}, {"y": pool_ref(h, op[:3], kernel, strides, pad_type, pad, exclude, ceil)}
 
-    path, inputs, want = model(f"pool/{case}", tmp_path_factory, build)
-    check(path, inputs, want, mode, case, "neural-network engine: 2 of 2 operations in 1 segment")
+    path, inputs, want = model(f"pool/{case}", tmp_path_factory, build, precision)
+    check(path, inputs, want, mode, case, "neural-network engine: 2 of 2 operations in 1 segment", precision, monkeypatch)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -245,7 +323,7 @@ def test_ceil_mode_that_adds_a_window_stays_here(mode, tmp_path_factory, monkeyp
             h = mb.relu(x=mb.conv(x=x, weight=w, bias=b, pad_type="same"))
             return mb.max_pool(x=h, kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid", ceil_mode=True, name="y")
 
-        x = r.standard_normal((1, 4, 11, 11)).astype(np.float32)
+        x = normal(r, (1, 4, 11, 11))
         h = np.maximum(conv_ref(x, w, b, pad_type="same"), 0)
         return prog, {"x": x}, {"y": pool_ref(h, "max", (2, 2), (2, 2), "valid", ceil_mode=True)}
 
@@ -253,8 +331,9 @@ def test_ceil_mode_that_adds_a_window_stays_here(mode, tmp_path_factory, monkeyp
     check(path, inputs, want, mode, "ceil mode", "neural-network engine: 2 of 3 operations in 1 segment")
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("mode", MODES)
-def test_concat_along_channels(mode, tmp_path_factory, monkeypatch):
+def test_concat_along_channels(mode, precision, tmp_path_factory, monkeypatch):
     """Two branches (a 1×1 and a 3×3 convolution of x) joined along the channels, then a 1×1
     convolution over both, as an Inception-style block."""
     lowering(monkeypatch, mode)
@@ -270,20 +349,65 @@ def test_concat_along_channels(mode, tmp_path_factory, monkeypatch):
             c = mb.relu(x=mb.conv(x=x, weight=w3, bias=b3, pad_type="same"))
             return mb.conv(x=mb.concat(values=[a, c], axis=1), weight=wo, bias=bo, name="y")
 
-        x = r.standard_normal((1, 8, 10, 10)).astype(np.float32)
+        x = normal(r, (1, 8, 10, 10))
         a = np.maximum(conv_ref(x, w1, b1), 0)
         c = np.maximum(conv_ref(x, w3, b3, pad_type="same"), 0)
         return prog, {"x": x}, {"y": conv_ref(np.concatenate([a, c], axis=1), wo, bo)}
 
-    path, inputs, want = model("concat", tmp_path_factory, build)
-    check(path, inputs, want, mode, "concat", "neural-network engine: 6 of 6 operations in 1 segment")
+    path, inputs, want = model("concat", tmp_path_factory, build, precision)
+    check(path, inputs, want, mode, "concat", "neural-network engine: 6 of 6 operations in 1 segment", precision, monkeypatch)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("axes", [(2, 3), (-1, -2)])
+def test_global_average_pool(axes, mode, precision, tmp_path_factory, monkeypatch):
+    """reduce_mean over H and W with keep_dims (PyTorch's AdaptiveAvgPool2d(1)) after a
+    convolution and a ReLU: the global average pooling layer, in the same segment. Without
+    keep_dims (rank 2) it stays here: test_head_without_keep_dims."""
+    lowering(monkeypatch, mode)
+
+    def build(r):
+        w, b = weights(r, 16, 8, 3)
+
+        @mb.program(input_specs=[mb.TensorSpec(shape=(2, 8, 9, 7))], opset_version=ct.target.iOS16)
+        def prog(x):
+            h = mb.relu(x=mb.conv(x=x, weight=w, bias=b, pad_type="same"))
+            return mb.reduce_mean(x=h, axes=list(axes), keep_dims=True, name="y")
+
+        x = normal(r, (2, 8, 9, 7))
+        return prog, {"x": x}, {"y": np.maximum(conv_ref(x, w, b, pad_type="same"), 0).mean(axis=(2, 3), keepdims=True)}
+
+    path, inputs, want = model(f"gap/{axes}", tmp_path_factory, build, precision)
+    check(path, inputs, want, mode, "global average pool", "neural-network engine: 3 of 3 operations in 1 segment", precision, monkeypatch)
+
+
+def test_head_without_keep_dims(tmp_path_factory, monkeypatch):
+    """reduce_mean over H and W without keep_dims writes a rank-2 value: it and the linear
+    head after it stay here, the convolution before is lowered."""
+    lowering(monkeypatch, "on")
+
+    def build(r):
+        w, b = weights(r, 16, 8, 3)
+        fc = half(r.standard_normal((4, 16)) * 0.25)
+
+        @mb.program(input_specs=[mb.TensorSpec(shape=(1, 8, 9, 9))], opset_version=ct.target.iOS16)
+        def prog(x):
+            h = mb.relu(x=mb.conv(x=x, weight=w, bias=b, pad_type="same"))
+            return mb.linear(x=mb.reduce_mean(x=h, axes=[2, 3]), weight=fc, name="y")
+
+        x = normal(r, (1, 8, 9, 9))
+        return prog, {"x": x}, {"y": np.maximum(conv_ref(x, w, b, pad_type="same"), 0).mean(axis=(2, 3)) @ fc.T.astype(np.float64)}
+
+    path, inputs, want = model("gap/no_keep_dims", tmp_path_factory, build)
+    check(path, inputs, want, "on", "head", "neural-network engine: 2 of 4 operations in 1 segment")
 
 
 # ---------------------------------------------------------------- segment boundaries
 
 @pytest.mark.parametrize("mode", MODES)
 def test_value_read_inside_and_after_the_segment(mode, tmp_path_factory, monkeypatch):
-    """h = relu(conv(x)) feeds a second convolution inside the segment and a reduce_mean
+    """h = relu(conv(x)) feeds a second convolution inside the segment and a reduce_max
     after it (which does not map): the segment writes h as well as its last value."""
     lowering(monkeypatch, mode)
 
@@ -295,12 +419,12 @@ def test_value_read_inside_and_after_the_segment(mode, tmp_path_factory, monkeyp
         def prog(x):
             h = mb.relu(x=mb.conv(x=x, weight=w1, bias=b1, pad_type="same"), name="h")
             y = mb.conv(x=h, weight=w2, bias=b2, name="y")
-            m = mb.reduce_mean(x=h, axes=[2, 3], keep_dims=True)
+            m = mb.reduce_max(x=h, axes=[2, 3], keep_dims=True)
             return mb.add(x=y, y=m, name="out")
 
-        x = r.standard_normal((1, 8, 9, 9)).astype(np.float32)
+        x = normal(r, (1, 8, 9, 9))
         h = np.maximum(conv_ref(x, w1, b1, pad_type="same"), 0)
-        return prog, {"x": x}, {"out": conv_ref(h, w2, b2) + h.mean(axis=(2, 3), keepdims=True)}
+        return prog, {"x": x}, {"out": conv_ref(h, w2, b2) + h.max(axis=(2, 3), keepdims=True)}
 
     path, inputs, want = model("boundary/read_after", tmp_path_factory, build)
     text = check(path, inputs, want, mode, "read after", "neural-network engine: 3 of 5 operations in 1 segment")
@@ -322,7 +446,7 @@ def test_segment_values_that_are_function_outputs(mode, tmp_path_factory, monkey
             h = mb.conv(x=x, weight=w, bias=b, pad_type="same", name="h")
             return mb.relu(x=h, name="y"), h
 
-        x = r.standard_normal((1, 8, 9, 9)).astype(np.float32)
+        x = normal(r, (1, 8, 9, 9))
         h = conv_ref(x, w, b, pad_type="same")
         return prog, {"x": x}, {"y": np.maximum(h, 0), "h": h}
 
@@ -350,7 +474,7 @@ def test_two_segments_around_an_op_that_does_not_map(mode, tmp_path_factory, mon
             g = mb.conv(x=m, weight=w2, bias=b2, strides=[1, 1], pad_type="custom", pad=[1, 1, 1, 1])
             return mb.relu(x=mb.add(x=g, y=h), name="y")
 
-        x = r.standard_normal((1, 8, 10, 10)).astype(np.float32)
+        x = normal(r, (1, 8, 10, 10))
         h = np.maximum(conv_ref(x, w1, b1, pad_type="same"), 0)
         return prog, {"x": x}, {"y": np.maximum(conv_ref(0.5 * h, w2, b2, pad_type="same") + h, 0)}
 
@@ -358,25 +482,37 @@ def test_two_segments_around_an_op_that_does_not_map(mode, tmp_path_factory, mon
     check(path, inputs, want, mode, "two segments", "neural-network engine: 5 of 6 operations in 2 segments")
 
 
-def test_fp16_program_is_not_lowered(tmp_path_factory, monkeypatch):
-    """An fp16 program (every result rounded to fp16 after each op) keeps every op here;
-    its results are the interpreter's, checked against the float64 reference at fp16's
-    tolerance."""
+@pytest.mark.parametrize("precision", ["fp16", "fp16-io"])
+def test_switch_fp32_keeps_fp16_ops_here(precision, tmp_path_factory, monkeypatch):
+    """CORTADO_MIL_LOWERING=fp32 lowers fp32 ops only: an fp16 program keeps every op here
+    (rounded after each, within the interpreter's fp16 tolerance of the reference) and says
+    why; the fp32 program of the same case is still lowered."""
+    lowering(monkeypatch, "fp32")
+    path, inputs, want = model("conv/same_s1", tmp_path_factory, conv_case("same_s1"), precision)
+    text = inspect(path)
+    assert "neural-network engine: no segment (CORTADO_MIL_LOWERING=fp32: fp16 ops stay here)" in text, text
+    (name, y), = want.items()
+    got = predict(path, [inputs])[0][name]
+    assert_close(got, y, rtol=FP16_SCALE_TOL, atol=FP16_SCALE_TOL * np.abs(y).max(), what="fp16, lowering fp32")
+    path, inputs, want = model("conv/same_s1", tmp_path_factory, conv_case("same_s1"))
+    check(path, inputs, want, "fp32", "same_s1", "neural-network engine: 2 of 2 operations in 1 segment")
+
+
+def test_fp16_input_given_fp32_values(tmp_path_factory, monkeypatch):
+    """An fp16 function input read by a segment alone, sent as FLOAT32 values off fp16's grid:
+    it is rounded to fp16 on the way in as any fp16 input (the request's array does not go to
+    the network as it is), so the result is the one of the rounded values, to the bit."""
     lowering(monkeypatch, "on")
-
-    def build(r):
-        w, b = weights(r, 16, 8, 3)
-
-        @mb.program(input_specs=[mb.TensorSpec(shape=(1, 8, 9, 9))], opset_version=ct.target.iOS16)
-        def prog(x):
-            return mb.relu(x=mb.conv(x=x, weight=w, bias=b, pad_type="same"), name="y")
-
-        x = r.standard_normal((1, 8, 9, 9)).astype(np.float32)
-        return prog, {"x": x}, {"y": np.maximum(conv_ref(x, w, b, pad_type="same"), 0)}
-
-    path, inputs, want = model("fp16", tmp_path_factory, build, precision="fp16")
-    check(path, inputs, want, "on", "fp16", "neural-network engine: no segment (fp16 programs are not lowered yet)",
-          rtol=1e-2, atol=1e-2)
+    path, inputs, want = model("conv/same_s1", tmp_path_factory, conv_case("same_s1"), "fp16-io")
+    assert "neural-network engine: 2 of 2 operations in 1 segment" in inspect(path)
+    x = inputs["x"].astype(np.float32)
+    # 3/8 of a spacing away from zero: off the grid, and rounding back to x.
+    off_grid = x + np.sign(x) * np.spacing(np.abs(inputs["x"])).astype(np.float32) * 0.375
+    assert not np.array_equal(half(off_grid), off_grid) and np.array_equal(half(off_grid), x)
+    got = predict(path, [{"x": off_grid}, inputs])
+    (name, y), = want.items()
+    assert np.array_equal(got[0][name], got[1][name])
+    assert_close(got[1][name], y, rtol=FP16_SCALE_TOL, atol=FP16_SCALE_TOL * np.abs(y).max(), what="fp16 input")
 
 
 def test_program_without_convolutions_says_nothing(tmp_path):
@@ -403,8 +539,8 @@ def test_input_read_by_the_segment_and_after_it(dtype, tmp_path_factory, monkeyp
             s = mb.relu(x=mb.add(x=mb.conv(x=x, weight=w, bias=b, pad_type="same"), y=z))
             return mb.mul(x=s, y=x, name="y")
 
-        x = r.standard_normal((1, 8, 7, 7)).astype(np.float32)
-        z = r.standard_normal((1, 8, 7, 7)).astype(np.float32)
+        x = normal(r, (1, 8, 7, 7))
+        z = normal(r, (1, 8, 7, 7))
         want = np.maximum(conv_ref(x, w, b, pad_type="same") + z, 0) * x
         return prog, {"x": x, "z": z}, {"y": want}
 
@@ -428,7 +564,7 @@ def test_report_layers_nests_the_networks_under_their_segments(tmp_path, monkeyp
 
     path = convert(prog, tmp_path)
     rows = tmp_path / "rows.jsonl"
-    rows.write_text(json.dumps({"x": array_json(r.standard_normal((1, 4, 8, 8)).astype(np.float32))}) + "\n")
+    rows.write_text(json.dumps({"x": array_json(normal(r, (1, 4, 8, 8)))}) + "\n")
     entry = re.compile(r"^(  +)(\S.*?)\s+([\d.]+) µs\s+([\d.]+)%\s+(.*)$")
 
     def table():
@@ -473,7 +609,7 @@ def test_function_of_a_multifunction_model(tmp_path, monkeypatch):
     path = tmp_path / "multi.mlpackage"
     ct.utils.save_multifunction(desc, str(path))
 
-    x = r.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    x = normal(r, (1, 4, 6, 6))
     assert_close(predict(path, [{"x": x}])[0]["y"], np.maximum(conv_ref(x, w2, b2), 0), rtol=RTOL, atol=ATOL, what="default")
     got = predict(path, [{"x": x}], extra_args=["--function", "wide"])[0]["y"]
     assert_close(got, np.maximum(conv_ref(x, w1, b1, pad_type="same"), 0), rtol=RTOL, atol=ATOL, what="--function wide")

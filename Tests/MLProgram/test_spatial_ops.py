@@ -841,7 +841,10 @@ def test_resnet_fp32(tmp_path):
 
 
 def test_resnet_fp16(tmp_path):
-    """compute_precision=FLOAT16 with the default passes (conv+batch_norm fused, weights in fp16)."""
+    """compute_precision=FLOAT16 with the default passes (conv+batch_norm fused, weights in fp16).
+    Its convolution run is lowered to the neural-network engine (fp16 values kept in fp32
+    inside it: test_program_lowering.py); the tolerance below, for rounding after every op,
+    holds for the lowered program (fewer roundings) and with CORTADO_MIL_LOWERING=0 alike."""
     wt = resnet_weights(60)
     x = rng(61).standard_normal((2, 3, 16, 16)).astype(F32)
     ref = resnet_ref(x, wt)

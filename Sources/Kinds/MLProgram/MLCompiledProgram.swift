@@ -128,7 +128,10 @@ final class MLCompiledProgram: MLStatefulCompiledModel, @unchecked Sendable {
     var summary: [String] {
         var lines = ["function: \(plan.name) (\(plan.runCount) operations per prediction, \(plan.foldedCount) computed at load)"]
         let types = plan.computeTypes
-        if types.contains(.fp16) {
+        if types.contains(.fp16), plan.lowering?.segments.contains(where: \.computesFP16) == true {
+            lines.append("precision: fp16 tensors computed in fp32 (no fp16 arithmetic path on this CPU), stored rounded to fp16 after "
+                         + "each op here and at the outputs of the neural-network segments (inside a segment kept in fp32)")
+        } else if types.contains(.fp16) {
             lines.append("precision: fp16 tensors computed in fp32 and stored rounded to fp16 (no fp16 arithmetic path on this CPU)")
         } else {
             lines.append("precision: fp32")

@@ -6,8 +6,10 @@ import CortadoSpec
 /// declare, a weight or parameter computed at run time, an input the op does not expect)
 /// leaves the op to the interpreter.
 ///
-/// Every tensor an op reads or writes at run time must be declared fp32 `[N, C, H, W]` with
-/// every dimension known: under `EXACT_ARRAY_MAPPING` such a blob is the same rank-4 tensor.
+/// Every tensor an op reads or writes at run time must be declared fp32 or fp16 `[N, C, H, W]`
+/// with every dimension known: under `EXACT_ARRAY_MAPPING` such a blob is the same rank-4
+/// tensor (fp32: the network computes fp16 ops in fp32, with their fp16 weights and parameters
+/// widened exactly, as the interpreter does).
 /// - `conv` (constant weight and bias, any groups, strides and dilations): a convolution with
 ///   its padding written out before/after as `MILWindowGeometry` computes it for every
 ///   `pad_type` (MIL's `same` and the format's same-padding modes split odd padding alike, but
@@ -18,7 +20,9 @@ import CortadoSpec
 /// - `max_pool`, `avg_pool` (2-D, padding smaller than the window so no window lies wholly in
 ///   it, `ceil_mode` only where it changes no size): pooling with explicit padding and the
 ///   program's `exclude_padding_from_average`;
-/// - `concat` of computed tensors along the channel axis (not interleaved): the channel concat.
+/// - `concat` of computed tensors along the channel axis (not interleaved): the channel concat;
+/// - `reduce_mean` over H and W with `keep_dims` (a global average pool): the global average
+///   pooling layer.
 enum MILLayerMapping {
     /// The layer for `step`, or nil when it does not map. `types` are the declared types of the
     /// values by slot; `slotCount` sizes the scratch frame the op's constants are read through.
@@ -61,6 +65,18 @@ enum MILLayerMapping {
             guard let (x, shape) = computed(step, "x", types), let p = pooling(step, call, input: shape, output: out) else { return nil }
             layer.input = [x]
             layer.pooling = p
+        case "reduce_mean":
+            // The global average pool (`AdaptiveAvgPool2d(1)`): the mean over H and W, kept as 1×1.
+            guard let (x, shape) = computed(step, "x", types), out == [shape[0], shape[1], 1, 1],
+                  call.isConstant("axes"), (!call.has("keep_dims") || call.isConstant("keep_dims")),
+                  let axes = try? call.ints("axes"), axes.count == 2, Set(axes.map { $0 < 0 ? $0 + 4 : $0 }) == [2, 3],
+                  (try? call.bool("keep_dims", default: false)) == true else { return nil }
+            layer.input = [x]
+            var p = CoreML_Specification_PoolingLayerParams()
+            p.type = .average
+            p.globalPooling = true
+            p.valid = .init()
+            layer.pooling = p
         case "concat":
             guard let bound = step.inputs["values"], !bound.isEmpty, let axis = try? call.int("axis"), axis == 1 || axis == -3,
                   (try? call.bool("interleave", default: false)) == false else { return nil }
@@ -90,15 +106,16 @@ enum MILLayerMapping {
         "max_pool": ["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode"],
         "avg_pool": ["x", "kernel_sizes", "strides", "pad_type", "pad", "ceil_mode", "exclude_padding_from_average"],
         "concat": ["values", "axis", "interleave"],
+        "reduce_mean": ["x", "axes", "keep_dims"],
     ]
 
-    /// A declared fp32 `[N, C, H, W]` with every dimension known, else nil.
+    /// A declared fp32 or fp16 `[N, C, H, W]` with every dimension known, else nil.
     static func shape4(_ type: MILType?) -> [Int]? {
-        guard case .tensor(.fp32, let dims?)? = type, dims.count == 4, dims.allSatisfy({ ($0 ?? 0) > 0 }) else { return nil }
+        guard case .tensor(let dt, let dims?)? = type, dt == .fp32 || dt == .fp16, dims.count == 4, dims.allSatisfy({ ($0 ?? 0) > 0 }) else { return nil }
         return dims.map { $0! }
     }
 
-    /// The value bound to `input` when it is computed at run time and declared fp32 rank 4:
+    /// The value bound to `input` when it is computed at run time and declared fp32 or fp16 rank 4:
     /// its name (the blob it becomes) and shape.
     private static func computed(_ step: MILStep, _ input: String, _ types: [Int: MILType]) -> (String, [Int])? {
         guard let bound = step.inputs[input], bound.count == 1, case .slot(let s, let name) = bound[0],
@@ -128,7 +145,8 @@ enum MILLayerMapping {
         p.stride = g.strides.suffix(2).map(UInt64.init)
         p.dilationFactor = g.dilations.suffix(2).map(UInt64.init)
         p.valid.paddingAmounts = borders(g)
-        // [C_out, C_in/groups, kH, kW]: MIL's layout is the format's.
+        // [C_out, C_in/groups, kH, kW]: MIL's layout is the format's. fp16 weights are held
+        // as their values in Floats: written as floats, they are widened exactly.
         p.weights.floatValue = w.floats
         if let bias {
             p.hasBias_p = true

@@ -4,7 +4,9 @@ import CortadoCore
 /// input tensors go in as multi-arrays over their own storage, function inputs only segments
 /// read as the request's arrays (`MILFrame.arrays`; neither is copied), and the network writes
 /// each output straight into the storage of the tensor that becomes its value (no zero fill,
-/// no copy after).
+/// no copy after). The network computes in fp32: an fp16 tensor's elements (fp16 values held
+/// as Floats) go in as they are, exactly, and an fp16 output comes back as the network's
+/// Floats, which the runner rounds to fp16 as it does every op's (`MILRunner.conform`).
 final class MILLoweredSegment: @unchecked Sendable {
     /// The lowered step's type (`cortado report --layers` shows it) and its one variadic input.
     static let stepType = "neural_network"
@@ -16,16 +18,20 @@ final class MILLoweredSegment: @unchecked Sendable {
     let inputShapes: [[Int]]
     let outputNames: [String]
     let outputShapes: [[Int]]
+    /// The declared element types of the outputs (fp32 or fp16).
+    let outputTypes: [MILDataType]
     /// The program's ops it runs, by type.
     let opCounts: [String: Int]
     let opCount: Int
+    /// Whether it reads or writes fp16 values (which it computes in fp32).
+    let computesFP16: Bool
 
     init(name: String, model: MLModel, inputNames: [String], inputShapes: [[Int]], outputNames: [String], outputShapes: [[Int]],
-         opCounts: [String: Int], opCount: Int) {
+         outputTypes: [MILDataType], opCounts: [String: Int], opCount: Int, computesFP16: Bool) {
         self.name = name; self.model = model
         self.inputNames = inputNames; self.inputShapes = inputShapes
-        self.outputNames = outputNames; self.outputShapes = outputShapes
-        self.opCounts = opCounts; self.opCount = opCount
+        self.outputNames = outputNames; self.outputShapes = outputShapes; self.outputTypes = outputTypes
+        self.opCounts = opCounts; self.opCount = opCount; self.computesFP16 = computesFP16
     }
 
     /// One input of a prediction: a function input as the request holds it, or a tensor's floats.
@@ -44,8 +50,9 @@ final class MILLoweredSegment: @unchecked Sendable {
                 inputs.append(.array(array))
                 continue
             }
-            guard let t = try call.resolve(argument).tensor, t.shape == inputShapes[i], case .float(let values) = t.storage else {
-                throw call.error("its input '\(inputNames[i])' is not the fp32\(inputShapes[i]) tensor the program declares")
+            guard let t = try call.resolve(argument).tensor, t.shape == inputShapes[i], t.dataType == .fp32 || t.dataType == .fp16,
+                  case .float(let values) = t.storage else {
+                throw call.error("its input '\(inputNames[i])' is not the fp32 or fp16 \(inputShapes[i]) tensor the program declares")
             }
             inputs.append(.floats(values))
         }
@@ -58,7 +65,7 @@ final class MILLoweredSegment: @unchecked Sendable {
             options.layerTimes = inner
         }
         let results = try wrapping(inputs) { input in try predicting(input, options) }
-        return zip(results, outputShapes).map { .tensor(MILTensor(floats: $0, shape: $1)) }
+        return results.indices.map { .tensor(MILTensor(floats: results[$0], shape: outputShapes[$0], dataType: outputTypes[$0])) }
     }
 
     /// `body` with the inputs from `index` on as features: arrays as they are, floats wrapped

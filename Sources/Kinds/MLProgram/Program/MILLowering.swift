@@ -18,15 +18,27 @@ import Foundation
 /// (`MILLoweredSegment`). When the switch is off, the neural-network kind is not registered,
 /// or the network does not compile, the steps stay as they are.
 ///
-/// Only the function's own body is lowered (not the blocks of `cond` or loops); only fp32
-/// values map, so fp16 programs keep every op here (their results are rounded to fp16 after
-/// each op, which the network would not do).
+/// Only the function's own body is lowered (not the blocks of `cond` or loops). fp16 values
+/// map too: the network computes in fp32 and a segment's fp16 values are what the interpreter
+/// holds (fp16 values in Floats), so its fp16 inputs go in exactly and its fp16 outputs are
+/// rounded to fp16 as every op's are (`MILRunner.conform`); only the values inside a segment
+/// are no longer rounded between its ops.
 final class MILLowering {
-    /// `CORTADO_MIL_LOWERING`: `0`, `off` or `false` keeps every op on the interpreter.
-    static let enabled: Bool = {
+    /// What `CORTADO_MIL_LOWERING` lets the planner lower.
+    enum Mode {
+        /// `0`, `off` or `false`: every op stays on the interpreter.
+        case off
+        /// `fp32`: ops on fp32 values only (fp16 ones keep their per-op rounding).
+        case fp32
+        /// Anything else (the default): fp32 and fp16 ops.
+        case all
+    }
+
+    static let mode: Mode = {
         switch ProcessInfo.processInfo.environment["CORTADO_MIL_LOWERING"]?.lowercased() {
-        case "0", "off", "false": return false
-        default: return true
+        case "0", "off", "false": return .off
+        case "fp32": return .fp32
+        default: return .all
         }
     }()
 
@@ -52,7 +64,7 @@ final class MILLowering {
 
     /// The lowering `context` allows: its sub-models compile with the program's configuration.
     init(context: MLCompileContext) {
-        if !Self.enabled {
+        if Self.mode == .off {
             (availability, compile) = (.switchedOff, nil)
         } else if MLModelKindRegistry.shared.kind(for: Self.kindName) == nil {
             (availability, compile) = (.noKind, nil)
@@ -80,7 +92,10 @@ final class MILLowering {
         for step in steps {
             for (slot, type) in zip(step.outputSlots, step.outputTypes) { types[slot] = type }
         }
-        let layers = steps.map { MILLayerMapping.layer(for: $0, types: types, slotCount: slotCount) }
+        let layers = steps.map { step -> CoreML_Specification_NeuralNetworkLayer? in
+            if Self.mode == .fp32, Self.touchesFP16(step, types) { return nil }
+            return MILLayerMapping.layer(for: step, types: types, slotCount: slotCount)
+        }
         // The last step reading each value; the body's outputs read after every step.
         var lastReader: [Int: Int] = [:]
         for (i, step) in steps.enumerated() {
@@ -106,6 +121,11 @@ final class MILLowering {
             start = end
         }
         return result
+    }
+
+    /// Whether `step` reads or writes an fp16 value.
+    private static func touchesFP16(_ step: MILStep, _ types: [Int: MILType]) -> Bool {
+        (step.readSlots + step.outputSlots).contains { types[$0]?.dataType == .fp16 }
     }
 
     /// One run as a lowered step, or nil when it holds no convolution, leaves nothing to a later
@@ -143,17 +163,20 @@ final class MILLowering {
         var counts: [String: Int] = [:]
         for step in run { counts[step.type, default: 0] += 1 }
         let segment = MILLoweredSegment(name: name, model: model, inputNames: inputs.map(\.name), inputShapes: inputShapes,
-                                        outputNames: outputs.map(\.name), outputShapes: outputShapes, opCounts: counts, opCount: run.count)
+                                        outputNames: outputs.map(\.name), outputShapes: outputShapes,
+                                        outputTypes: outputs.map { $0.type.dataType ?? .fp32 }, opCounts: counts, opCount: run.count,
+                                        computesFP16: run.contains { Self.touchesFP16($0, types) })
         segments.append(segment)
         return MILStep(type: MILLoweredSegment.stepType, name: name, kernel: segment.run, inputs: [MILLoweredSegment.valuesInput: inputs.map { .slot($0.slot, $0.name) }],
                        outputSlots: outputs.map(\.slot), outputNames: outputs.map(\.name), outputTypes: outputs.map(\.type), blocks: [])
     }
 
-    /// The function inputs that lowered segments read and nothing else does (no other step,
-    /// nor the function's outputs).
-    func inputsOnlySegmentsRead(_ body: MILBlock, inputs: [Int]) -> Set<Int> {
+    /// The function inputs declared fp32 that lowered segments read and nothing else does (no
+    /// other step, nor the function's outputs). (An fp16 input is rounded to fp16 when it is
+    /// read, whatever array the request holds.)
+    func inputsOnlySegmentsRead(_ body: MILBlock, inputs: [(slot: Int, type: MILType)]) -> Set<Int> {
         var only = Set<Int>()
-        for slot in inputs {
+        for (slot, type) in inputs where type.dataType == .fp32 {
             let readers = body.steps.filter { $0.readSlots.contains(slot) }
             let returned = body.outputs.contains { if case .slot(slot, _) = $0 { return true } else { return false } }
             if !readers.isEmpty && !returned && readers.allSatisfy({ $0.type == MILLoweredSegment.stepType }) { only.insert(slot) }
@@ -193,14 +216,15 @@ final class MILLowering {
         }
         var lines: [String] = []
         if segments.isEmpty {
-            lines.append(head + "no segment" + (plan.computeTypes.contains(.fp16) ? " (fp16 programs are not lowered yet)" : ""))
+            lines.append(head + "no segment" + (Self.mode == .fp32 && plan.computeTypes.contains(.fp16) ? " (CORTADO_MIL_LOWERING=fp32: fp16 ops stay here)" : ""))
         } else {
             let plural = segments.count == 1 ? "" : "s"
             lines.append(head + "\(loweredCount) of \(bodyCount) operations in \(segments.count) segment\(plural)")
         }
         for segment in segments {
             let ops = segment.opCounts.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: ", ")
-            lines.append("  \(segment.name): \(segment.opCount) ops (\(ops)); reads \(segment.inputNames.joined(separator: ", ")), writes \(segment.outputNames.joined(separator: ", "))")
+            lines.append("  \(segment.name): \(segment.opCount) ops (\(ops)); reads \(segment.inputNames.joined(separator: ", ")), writes \(segment.outputNames.joined(separator: ", "))"
+                         + (segment.computesFP16 ? "; fp16 values computed in fp32, rounded to fp16 at its outputs" : ""))
             lines += segment.model.compiled.summary.map { "    " + $0 }
         }
         lines += failures.map { "  " + $0 }

@@ -23,8 +23,8 @@ final class MILFunctionPlan {
     let fused: [String: Int]
     /// The runs of ops handed to the neural-network kind, when the planner was given a lowering.
     let lowering: MILLowering?
-    /// The inputs (by slot) that only lowered segments read: a prediction passes them on as the
-    /// request's arrays when they are fp32 of the declared shape (`MILFrame.arrays`).
+    /// The fp32 inputs (by slot) that only lowered segments read: a prediction passes them on as
+    /// the request's arrays when they are fp32 of the declared shape (`MILFrame.arrays`).
     let arrayInputs: Set<Int>
 
     init(name: String, inputs: [(name: String, type: MILType, slot: Int)], body: MILBlock, outputNames: [String], slotCount: Int,
@@ -32,7 +32,7 @@ final class MILFunctionPlan {
          lowering: MILLowering?) {
         self.fused = fused
         self.lowering = lowering
-        arrayInputs = lowering?.inputsOnlySegmentsRead(body, inputs: inputs.map(\.slot)) ?? []
+        arrayInputs = lowering?.inputsOnlySegmentsRead(body, inputs: inputs.map { ($0.slot, $0.type) }) ?? []
         self.name = name; self.inputs = inputs; self.body = body; self.outputNames = outputNames; self.slotCount = slotCount
         self.opCounts = opCounts; self.foldedCount = foldedCount; self.runCount = runCount; self.computeTypes = computeTypes
     }
