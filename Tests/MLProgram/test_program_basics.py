@@ -59,7 +59,9 @@ def test_fp16_program_rounds_like_fp16(tmp_path):
     ref = np.tanh((x16 @ w16.T).astype(np.float16).astype(np.float32))
     # fp16 storage: one fp16 rounding per op on values of magnitude ≤ 1 after tanh.
     assert_close(got, ref, rtol=2e-3, atol=2e-3)
-    assert "fp16" in inspect(path)
+    info = inspect(path)
+    assert "fp16" in info
+    assert "Form:          Core ML package (.mlpackage" in info, info
 
 
 UNARY = {

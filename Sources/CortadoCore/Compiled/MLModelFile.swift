@@ -82,6 +82,8 @@ public struct MLModelFile {
     /// A readable description of the form, e.g. "encrypted model (a Cortado compiled model inside)".
     public var formDescription: String {
         var inner = innerForm.label
+        // An `.mlpackage` is a specification with a folder of weight files beside it.
+        if innerForm == .specification, case .folder? = resources?.source { inner = "Core ML package (.mlpackage: the specification and its weight files)" }
         if payload != nil { inner += ", format version \(MLCompiledContainer.formatVersion)" }
         return form == .encrypted ? "\(form.label) (a \(inner), inside)" : inner
     }
