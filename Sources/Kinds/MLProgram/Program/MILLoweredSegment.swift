@@ -22,16 +22,17 @@ final class MILLoweredSegment: @unchecked Sendable {
     let outputTypes: [MILDataType]
     /// The program's ops it runs, by type.
     let opCounts: [String: Int]
-    let opCount: Int
+    /// How many ops it runs.
+    var opCount: Int { opCounts.values.reduce(0, +) }
     /// Whether it reads or writes fp16 values (which it computes in fp32).
     let computesFP16: Bool
 
     init(name: String, model: MLModel, inputNames: [String], inputShapes: [[Int]], outputNames: [String], outputShapes: [[Int]],
-         outputTypes: [MILDataType], opCounts: [String: Int], opCount: Int, computesFP16: Bool) {
+         outputTypes: [MILDataType], opCounts: [String: Int], computesFP16: Bool) {
         self.name = name; self.model = model
         self.inputNames = inputNames; self.inputShapes = inputShapes
         self.outputNames = outputNames; self.outputShapes = outputShapes; self.outputTypes = outputTypes
-        self.opCounts = opCounts; self.opCount = opCount; self.computesFP16 = computesFP16
+        self.opCounts = opCounts; self.computesFP16 = computesFP16
     }
 
     /// One input of a prediction: a function input as the request holds it, or a tensor's floats.

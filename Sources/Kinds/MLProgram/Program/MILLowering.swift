@@ -164,7 +164,7 @@ final class MILLowering {
         for step in run { counts[step.type, default: 0] += 1 }
         let segment = MILLoweredSegment(name: name, model: model, inputNames: inputs.map(\.name), inputShapes: inputShapes,
                                         outputNames: outputs.map(\.name), outputShapes: outputShapes,
-                                        outputTypes: outputs.map { $0.type.dataType ?? .fp32 }, opCounts: counts, opCount: run.count,
+                                        outputTypes: outputs.map { $0.type.dataType ?? .fp32 }, opCounts: counts,
                                         computesFP16: run.contains { Self.touchesFP16($0, types) })
         segments.append(segment)
         return MILStep(type: MILLoweredSegment.stepType, name: name, kernel: segment.run, inputs: [MILLoweredSegment.valuesInput: inputs.map { .slot($0.slot, $0.name) }],
