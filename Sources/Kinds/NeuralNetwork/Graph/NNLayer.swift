@@ -183,6 +183,14 @@ public struct NNInputRows {
 public protocol NNRowReading: NNLayer {
     /// Whether `run` reads input 0 of this shape from `context.inputRows` when given them.
     func readsRows(_ input: NNShape) -> Bool
+    /// The same for a step whose outputs the plan laid out as `outputs`: a layer whose kernel
+    /// depends on its output's layout (blocked or planar) answers here. By default
+    /// `readsRows(input)`.
+    func readsRows(_ input: NNShape, outputs: [NNTensor]) -> Bool
+}
+
+extension NNRowReading {
+    public func readsRows(_ input: NNShape, outputs: [NNTensor]) -> Bool { readsRows(input) }
 }
 
 /// A shape or parameter problem, reported by a layer; the graph prefixes the layer name.

@@ -203,7 +203,7 @@ final class NNPlan: @unchecked Sendable {
             for name in inputShapes.keys.sorted() where !outputs.contains(name) {
                 let shape = inputShapes[name]!
                 guard let r = reads[name], r.allSatisfy({ read in
-                    read.input == 0 && (steps[read.step].layer as? any NNRowReading)?.readsRows(shape) == true
+                    read.input == 0 && (steps[read.step].layer as? any NNRowReading)?.readsRows(shape, outputs: steps[read.step].outputs) == true
                         && r.filter({ $0.step == read.step }).count == 1
                 }) else { continue }
                 for read in r { steps[read.step].rowInput = rowInputs.count }

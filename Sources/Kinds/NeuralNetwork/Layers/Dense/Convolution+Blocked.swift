@@ -55,6 +55,14 @@ extension ConvolutionLayer: NNBlockedLayoutLayer {
         return cg_blocked_stem_takes(&conv) != 0
     }
 
+    /// A network input read only by a stem written blocked stays where the request holds it:
+    /// the stem kernel reads its planar input in place, with no padded copy. (Every other
+    /// kernel here reads the blob.)
+    func readsRows(_ input: NNShape) -> Bool { false }
+    func readsRows(_ input: NNShape, outputs: [NNTensor]) -> Bool {
+        !depthwise && outputs.first?.blocked == true && runsStem(input)
+    }
+
     /// The depthwise weights as the blocked kernel reads them (`cg_blocked_depthwise_pack`),
     /// made once, when a plan first runs this layer blocked.
     private func packBlockedDepthwise() {
@@ -111,8 +119,12 @@ extension ConvolutionLayer: NNBlockedLayoutLayer {
         let packed = self.packed!, m = outputChannels
         var conv = convGeometry(g, xs: xs)
         if xBlocked == 0 && yBlocked == 1 && runsStem(xs) {
+            // Images in the requests' rows (`readsRows`), a row holding one or more of them.
+            let given = context.inputRows
+            let perRow = given.map { Swift.max(1, $0.floats / xStride) } ?? 1
             eachShare(cg_blocked_stem_units(&conv), images: xs.images, context: context) { image, u0, u1, epilogue in
-                cg_blocked_stem(&conv, x + image * xStride, packed.data, m, u0, u1, y + image * yStride, epilogue)
+                let xi = given.map { $0.pointers[image / perRow] + (image % perRow) * xStride } ?? UnsafePointer(x + image * xStride)
+                cg_blocked_stem(&conv, xi, packed.data, m, u0, u1, y + image * yStride, epilogue)
             }
             return
         }

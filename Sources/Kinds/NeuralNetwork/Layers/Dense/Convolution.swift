@@ -32,7 +32,7 @@ import Foundation
 /// stride 1 or 2, output channels filling blocks of 16) run a direct convolution with the
 /// output channels along the lanes instead (`Convolution+Direct.swift`); there a residual add
 /// that reads this layer's output (and the ReLU after it) can be folded in too (`acceptResidual`).
-final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNResidualAccepting, @unchecked Sendable {
+final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNResidualAccepting, NNRowReading, @unchecked Sendable {
     enum Padding {
         case valid(top: Int, bottom: Int, left: Int, right: Int)
         case same(topLeftHeavy: Bool)
