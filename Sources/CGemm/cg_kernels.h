@@ -238,8 +238,13 @@ typedef int cg_v16i __attribute__((vector_size(64), aligned(4)));
                  * independent chains of at most six FMAs keep both FMA pipes fed where one chain \
                  * of nine per output waited on its own latency. A row's columns are loaded once \
                  * for the four outputs (six at stride 1, nine at stride 2). */ \
+                /* The row two below r2 (the one the output row after next reads first), fetched \
+                 * while this row computes: the next band's rows come from beyond L2. */ \
+                const float *ahead = ih + 4 < H ? r2 + 2 * W * 16 : r2; \
                 for (; sw == 1 && ow + 3 < hi; ow += 4) { \
                     const long c = (ow - pw) * 16; \
+                    __builtin_prefetch(ahead + c + 64); __builtin_prefetch(ahead + c + 80); \
+                    __builtin_prefetch(ahead + c + 96); __builtin_prefetch(ahead + c + 112); \
                     cg_v16 p0 = CG_V16(r0 + c), p1 = CG_V16(r0 + c + 16), p2 = CG_V16(r0 + c + 32); \
                     cg_v16 p3 = CG_V16(r0 + c + 48), p4 = CG_V16(r0 + c + 64), p5 = CG_V16(r0 + c + 80); \
                     cg_v16 v0 = tv + k0 * p0 + k1 * p1 + k2 * p2, v1 = tv + k0 * p1 + k1 * p2 + k2 * p3; \
