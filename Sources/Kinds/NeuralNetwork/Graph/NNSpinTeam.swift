@@ -57,7 +57,10 @@ final class NNSpinTeam: @unchecked Sendable {
 
     /// Runs `body(piece)` for `piece` in `0..<workers` on the calling thread and the helpers,
     /// or returns false without running anything when the team is busy or has no helpers.
-    func run(workers: Int, _ body: (Int) -> Void) -> Bool {
+    ///
+    /// `finished`, when given, says that the section's work is all taken (pieces that claim
+    /// their work themselves, `NNThreads.claim`): the caller then does not wait for a helper.
+    func run(workers: Int, finished: (() -> Bool)? = nil, _ body: (Int) -> Void) -> Bool {
         guard helpers > 0, workers < 1 << Self.indexBits,
               busy.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else { return false }
         withoutActuallyEscaping(body) { body in
@@ -85,6 +88,7 @@ final class NNSpinTeam: @unchecked Sendable {
             let deadline = now + Swift.min(elapsed, Self.wakeNanos > elapsed ? Self.wakeNanos - elapsed : 0)
             var polls = 0
             while unclaimed(section) {
+                if let finished, finished() { break }
                 cg_pause()
                 polls += 1
                 if polls % 64 == 0 && DispatchTime.now().uptimeNanoseconds >= deadline { break }

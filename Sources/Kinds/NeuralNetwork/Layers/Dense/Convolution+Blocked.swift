@@ -89,11 +89,8 @@ extension ConvolutionLayer: NNBlockedLayoutLayer {
     private func eachShare(_ units: Int, images: Int, context: NNRunContext,
                            _ body: (Int, Int, Int, UnsafePointer<cg_epilogue>?) -> Void) {
         let workers = NNPackedGemm.workers(context, items: units)
-        let share = (units + workers - 1) / workers
         for image in 0..<images {
-            NNGemm.run(workers: workers) { worker in
-                let u0 = Swift.min(units, worker * share), u1 = Swift.min(units, u0 + share)
-                guard u0 < u1 else { return }
+            NNThreads.claim(units: units, slots: workers) { u0, u1, _ in
                 post.withGemmEpilogue(perColumn: true, offset: 0) { body(image, u0, u1, $0) }
             }
         }
@@ -130,7 +127,6 @@ extension ConvolutionLayer: NNBlockedLayoutLayer {
         }
         let units = cg_blocked_direct_units(&conv, m)
         let workers = NNPackedGemm.workers(context, items: units)
-        let share = (units + workers - 1) / workers
         let padded = NNPackedGemm.aligned(context.scratch)
         let work = NNPackedGemm.aligned(padded + Int(cg_conv_padded_count(&conv)) + 16)
         let perWorker = Int(cg_blocked_direct_workspace_count(&conv)) + 16
@@ -148,12 +144,10 @@ extension ConvolutionLayer: NNBlockedLayoutLayer {
                 input = UnsafePointer(padded)
             }
             let r = residual.map { UnsafePointer(context.pointer($0) + image * ($0.floats / images)) }
-            NNGemm.run(workers: workers) { worker in
-                let u0 = Swift.min(units, worker * share), u1 = Swift.min(units, u0 + share)
-                guard u0 < u1 else { return }
+            NNThreads.claim(units: units, slots: workers) { u0, u1, slot in
                 post.withGemmEpilogue(perColumn: true, offset: 0, residual: r) { epilogue in
                     cg_blocked_direct_conv(&conv, input, xBlocked, packed.data, m, u0, u1, yi, yBlocked, epilogue, rBlocked,
-                                           NNPackedGemm.aligned(work + worker * perWorker))
+                                           NNPackedGemm.aligned(work + slot * perWorker))
                 }
             }
         }
@@ -214,7 +208,6 @@ final class NNBlockedSeparable: NNLayer, @unchecked Sendable {
         let xStride = inputs[0].floats / images, yStride = output.floats / images
         let units = cg_blocked_separable_units(&d)
         let workers = NNPackedGemm.workers(context, items: units)
-        let share = (units + workers - 1) / workers
         let perWorker = Int(cg_blocked_separable_workspace_count(&d)) + 32
         let m = second.outputChannels, weights = second.packed!.data, yBlocked: Int32 = output.blocked ? 1 : 0
         let residual: NNTensor? = second.residual ? inputs[1] : nil
@@ -224,13 +217,11 @@ final class NNBlockedSeparable: NNLayer, @unchecked Sendable {
             for image in 0..<xs.images {
                 let xi = x + image * xStride, yi = y + image * yStride
                 let r = residual.map { UnsafePointer(context.pointer($0) + image * ($0.floats / images)) }
-                NNGemm.run(workers: workers) { worker in
-                    let u0 = Swift.min(units, worker * share), u1 = Swift.min(units, u0 + share)
-                    guard u0 < u1 else { return }
+                NNThreads.claim(units: units, slots: workers) { u0, u1, slot in
                     first.post.withGemmEpilogue(perColumn: true, offset: 0) { ed in
                         second.post.withGemmEpilogue(perColumn: true, offset: 0, residual: r) { ep in
                             cg_blocked_separable(&d, xi, wd, ed, &p, weights, m, u0, u1, yi, yBlocked, ep, rBlocked,
-                                                 NNPackedGemm.aligned(context.scratch + worker * perWorker))
+                                                 NNPackedGemm.aligned(context.scratch + slot * perWorker))
                         }
                     }
                 }
