@@ -31,10 +31,15 @@ extension ConvolutionLayer {
     /// (bench/README.md, Tiny YOLO layer by layer): from 16→32 channels at 208×208 to
     /// 1024→1024 at 13×13 the direct kernel is as fast or 10–14 % faster; with one block (3→16
     /// at 416×416) it loads a weight vector per 14 FMAs or fewer and was 10 % slower on two
-    /// threads than the GEMM reading its input in place.
-    static func takesDirect(outputChannels: Int, sw: Int) -> Bool {
+    /// threads than the GEMM reading its input in place. A 1×1 stride-1 layer of one block (16
+    /// or fewer filters) takes it too: it reads a planar input in place as the GEMM does, and a
+    /// blocked one on the pointwise tiles. Measured (`cortado report`, one thread, AVX-512):
+    /// 96→16 at 32×32 level with the GEMM from a planar input and 2× faster from the detector's
+    /// blocked one; 64→8 at 64×64 1.25× and 256→16 at 13×13 2× faster from planar inputs.
+    static func takesDirect(outputChannels: Int, sw: Int, kh: Int, kw: Int) -> Bool {
         guard sw == 1 || sw == 2 else { return false }
-        return forcedDirect ?? (outputChannels > 16 && outputChannels * 4 >= NNPackedGemm.roundUp(outputChannels, 16) * 3)
+        let pointwise = kh == 1 && kw == 1 && sw == 1 && outputChannels <= 16
+        return forcedDirect ?? (pointwise || outputChannels > 16 && outputChannels * 4 >= NNPackedGemm.roundUp(outputChannels, 16) * 3)
     }
 
     /// Whether the input can be read as it is: the padded copy would be the same array (no

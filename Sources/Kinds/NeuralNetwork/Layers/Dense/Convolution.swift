@@ -119,7 +119,7 @@ final class ConvolutionLayer: NNLayer, NNEpilogueAccepting, NNPoolAccepting, NNR
         if NNPackedGemm.enabled && !deconvolution && groups == 1 {
             // Only a packed copy is kept: the rule's, or the one chosen when the first plan is
             // made (`chooseAlgorithm`).
-            let rule: ConvolutionAlgorithm = Self.takesDirect(outputChannels: outputChannels, sw: sw) ? .direct : .gemm
+            let rule: ConvolutionAlgorithm = Self.takesDirect(outputChannels: outputChannels, sw: sw, kh: kh, kw: kw) ? .direct : .gemm
             let window = (kh: kh, kw: kw, sh: sh, sw: sw, dh: dh, dw: dw)
             let applicable = ConvolutionAlgorithm.allCases.filter {
                 Self.applies($0, kh: window.kh, kw: window.kw, sh: window.sh, sw: window.sw, dh: window.dh, dw: window.dw, residual: false)
