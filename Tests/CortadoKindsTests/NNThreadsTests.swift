@@ -53,4 +53,44 @@ final class NNThreadsTests: XCTestCase {
         }
         XCTAssertEqual(failures.load(ordering: .relaxed), 0, "sections where a piece ran other than once")
     }
+
+    /// `NNThreads.claim`: every unit runs exactly once in non-empty ranges, each slot runs its
+    /// ranges one at a time (its scratch is never shared), and a section for one slot is one
+    /// call; with helpers polling or asleep and with concurrent callers (one on the team, the
+    /// others on Dispatch).
+    func testClaimedRangesCoverEveryUnitOnce() {
+        let failures = Atomic<Int>(0)
+        let check: @Sendable (Int, Int, Int) -> Void = { units, slots, minUnits in
+            let tally = Tally(Swift.max(units, 1)), busy = Tally(Swift.max(slots, 1))
+            let ranges = Mutex<[(Int, Int)]>([])
+            NNThreads.claim(units: units, slots: slots, minUnits: minUnits) { u0, u1, slot in
+                if slot < 0 || slot >= slots || busy.counts[slot].add(1, ordering: .relaxed).newValue != 1 { failures.add(1, ordering: .relaxed) }
+                for u in u0..<u1 { tally.hit(u) }
+                ranges.withLock { $0.append((u0, u1)) }
+                busy.counts[slot].subtract(1, ordering: .relaxed)
+            }
+            let taken = ranges.withLock { $0 }
+            let covered = units == 0 ? [] : tally.values
+            // A slot alone (one slot, or a section of one unit) gets everything in one range.
+            let alone = Swift.min(slots, units) <= 1
+            if covered != [Int](repeating: 1, count: units) || taken.contains(where: { $0.0 >= $0.1 })
+                || (alone && units > 0 && taken.count != 1) {
+                failures.add(1, ordering: .relaxed)
+            }
+        }
+        for units in [0, 1, 2, 3, 7, 64, 1000] {
+            for slots in 1...4 {
+                for minUnits in [1, 3] {
+                    for pause in [0, 200] {
+                        check(units, slots, minUnits)
+                        if pause > 0 { usleep(useconds_t(pause)) }
+                    }
+                }
+            }
+        }
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            for _ in 0..<100 { check(257, 2, 1) }
+        }
+        XCTAssertEqual(failures.load(ordering: .relaxed), 0, "claims that missed or repeated a unit, gave an empty range, shared a slot or split a one-slot section")
+    }
 }

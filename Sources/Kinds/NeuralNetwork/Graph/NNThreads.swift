@@ -39,39 +39,79 @@ enum NNThreads {
 }
 
 extension NNThreads {
-    /// Runs `body(u0, u1, slot)` over `0..<units` in contiguous ranges claimed by up to `slots`
-    /// threads as they come free, each range smaller than the last (a share of what is left,
-    /// at least `minUnits`), so a thread that starts late or runs slower (a core shared with
-    /// other processes) takes less of the work instead of holding up the section. `slot` (in
-    /// `0..<slots`) is the claiming thread's, for per-thread scratch; ranges on one slot run
-    /// one after the other. One slot: a single call over everything.
+    /// Runs `body(u0, u1, slot)` over `0..<units` on up to `slots` threads. Each slot owns an
+    /// equal contiguous share and works through it from the front in halving ranges (at least
+    /// `minUnits`); a slot whose share is done takes the back half of what is left of the
+    /// fullest other share. So a thread that starts late or runs slower (a core shared with
+    /// other processes) does less of the work instead of holding up the section, while each
+    /// thread keeps to the same rows from layer to layer (its own share), whose data its cache
+    /// already holds. `slot` (in `0..<slots`) is the running thread's, for per-thread
+    /// scratch; ranges on one slot run one after the other. One slot: a single call.
     static func claim(units: Int, slots: Int, minUnits: Int = 1, _ body: (Int, Int, Int) -> Void) {
         let slots = Swift.max(1, Swift.min(slots, units))
         if slots <= 1 { if units > 0 { body(0, units, 0) }; return }
-        let next = NNClaimCounter()
-        run(workers: slots, finished: { next.exhausted(units) }) { slot in
-            while let (u0, u1) = next.claim(units: units, slots: slots, minUnits: minUnits) { body(u0, u1, slot) }
+        let shares = NNClaimShares(units: units, slots: slots)
+        run(workers: slots, finished: { shares.exhausted }) { slot in
+            while let (u0, u1) = shares.claim(slot: slot, minUnits: minUnits) { body(u0, u1, slot) }
         }
     }
 }
 
-/// The next unclaimed unit of an `NNThreads.claim` section.
-final class NNClaimCounter: @unchecked Sendable {
-    private let next = Atomic<Int>(0)
+/// The unclaimed units of an `NNThreads.claim` section: per slot, the range [lo, hi) left of
+/// its share, packed in one atomic word (lo above 32 bits, hi below) so the owner (taking
+/// from the front) and a thief (from the back) claim with one compare-and-exchange.
+final class NNClaimShares: @unchecked Sendable {
+    private let left: UnsafeMutablePointer<Atomic<Int>>
+    private let slots: Int
 
-    func exhausted(_ units: Int) -> Bool { next.load(ordering: .relaxed) >= units }
-
-    /// The next range: half of what is left divided among the slots (guided scheduling: the
-    /// first ranges are long, for locality; the last short, for balance), nil when none is left.
-    func claim(units: Int, slots: Int, minUnits: Int) -> (Int, Int)? {
-        var current = next.load(ordering: .relaxed)
-        while current < units {
-            let count = Swift.min(units - current, Swift.max(minUnits, (units - current) / (2 * slots)))
-            let (exchanged, original) = next.compareExchange(expected: current, desired: current + count, ordering: .relaxed)
-            if exchanged { return (current, current + count) }
-            current = original
+    init(units: Int, slots: Int) {
+        precondition(units < 1 << 31)
+        self.slots = slots
+        left = .allocate(capacity: slots)
+        let share = (units + slots - 1) / slots
+        for s in 0..<slots {
+            let lo = Swift.min(units, s * share), hi = Swift.min(units, lo + share)
+            (left + s).initialize(to: Atomic(lo << 32 | hi))
         }
-        return nil
+    }
+
+    deinit {
+        left.deinitialize(count: slots)
+        left.deallocate()
+    }
+
+    /// Every unit is taken (not necessarily finished).
+    var exhausted: Bool {
+        (0..<slots).allSatisfy { s in let v = left[s].load(ordering: .relaxed); return v >> 32 >= v & 0xFFFF_FFFF }
+    }
+
+    /// The next range for `slot`: the front half of its own share's rest, else the back half
+    /// of the fullest other share's; nil when every share is taken.
+    func claim(slot: Int, minUnits: Int) -> (Int, Int)? {
+        if let range = take(slot, front: true, minUnits: minUnits) { return range }
+        while true {
+            var victim = -1, most = 0
+            for s in 0..<slots where s != slot {
+                let v = left[s].load(ordering: .relaxed), count = v & 0xFFFF_FFFF - v >> 32
+                if count > most { most = count; victim = s }
+            }
+            guard victim >= 0 else { return nil }
+            if let range = take(victim, front: false, minUnits: minUnits) { return range }
+        }
+    }
+
+    /// Half of what is left of share `s` (at least `minUnits`), from its front or its back.
+    private func take(_ s: Int, front: Bool, minUnits: Int) -> (Int, Int)? {
+        var v = left[s].load(ordering: .relaxed)
+        while true {
+            let lo = v >> 32, hi = v & 0xFFFF_FFFF
+            guard lo < hi else { return nil }
+            let count = Swift.min(hi - lo, Swift.max(minUnits, (hi - lo) / 2))
+            let next = front ? (lo + count) << 32 | hi : lo << 32 | (hi - count)
+            let (exchanged, original) = left[s].compareExchange(expected: v, desired: next, ordering: .relaxed)
+            if exchanged { return front ? (lo, lo + count) : (hi - count, hi) }
+            v = original
+        }
     }
 }
 
