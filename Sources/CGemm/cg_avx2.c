@@ -250,12 +250,34 @@ CV_WIDTHS(CV_DEFINE, 16)
 CV_WIDTHS(CV_DEFINE, 32)
 static const cd_tile_fn cv_blocked_tiles[1][2][CD_NP_MAX] = {{{CV_WIDTHS(CV_NAME, 16)}, {CV_WIDTHS(CV_NAME, 32)}}};
 
-// A 1×1 stride-1 layer from blocked to blocked (cg_blocked_pointwise_fn with a blocked output, one block): as the
+// r[i] = pixel i's 8 channels → r[l] = channel l's 8 pixels: pairs of floats, then of float
+// pairs, within each 128-bit half, then the halves swapped across.
+CV_TARGET static inline void cv_transpose8(__m256 r[8]) {
+    __m256 u[8], v[8];
+    for (int i = 0; i < 8; i += 2) {
+        u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 8; g += 4) {
+        v[g] = _mm256_shuffle_ps(u[g], u[g + 2], 0x44);
+        v[g + 1] = _mm256_shuffle_ps(u[g], u[g + 2], 0xEE);
+        v[g + 2] = _mm256_shuffle_ps(u[g + 1], u[g + 3], 0x44);
+        v[g + 3] = _mm256_shuffle_ps(u[g + 1], u[g + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x20);
+        r[4 + j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x31);
+    }
+}
+
+// A 1×1 stride-1 layer from a blocked input (cg_blocked_pointwise_fn, one block): as the
 // blocked tiles, but over all k channels (the input's blocks in turn) with the sums in
-// registers, finished there and stored: no sums buffer is written and read back.
-CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const int NP, long k, const float *x, long xstride,
-                                                                         const float *w, const cg_blocked_out *o, const float *res,
-                                                                         float *y) {
+// registers, finished there and stored: no sums buffer is written and read back. PLANAR: each
+// half block's NP pixels are transposed (8 × 8, the pixels past NP zeros) into the rows of its
+// channels, ystride floats apart, and only the block's o->lanes[0] channels are stored.
+CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const int NP, const int PLANAR, long k, const float *x,
+                                                                         long xstride, const float *w, const cg_blocked_out *o,
+                                                                         const float *res, float *y, long ystride) {
     __m256 a0[CV_NP], a1[CV_NP];
     CV_UNROLL for (int p = 0; p < NP; p++) {
         a0[p] = _mm256_setzero_ps();
@@ -275,25 +297,38 @@ CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const i
     }
     const __m256 zero = _mm256_setzero_ps(), alpha = _mm256_set1_ps(o->alpha);
     CV_UNROLL for (int h = 0; h < 2; h++) {
+        const long lanes = cg_min(8, o->lanes[0] - 8 * h);
+        if (PLANAR && lanes <= 0) break;
         const __m256 s = _mm256_loadu_ps(o->s + 8 * h), t = _mm256_loadu_ps(o->t + 8 * h);
-        CV_UNROLL for (int p = 0; p < NP; p++) {
+        __m256 r[8];
+        CV_UNROLL for (int p = 0; p < 8; p++) {
+            if (p >= NP) { r[p] = zero; continue; }
             __m256 v = _mm256_fmadd_ps(h ? a1[p] : a0[p], s, t);
             if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + 16 * p + 8 * h));
             if (o->act == CG_ACT_RELU) v = _mm256_max_ps(zero, v); // NaN and −0 stay, as in cv_epi
             else if (o->act == CG_ACT_LEAKY_RELU) v = _mm256_blendv_ps(v, _mm256_mul_ps(v, alpha), _mm256_cmp_ps(v, zero, _CMP_LT_OQ));
-            _mm256_storeu_ps(y + 16 * p + 8 * h, v);
+            if (PLANAR) r[p] = v;
+            else _mm256_storeu_ps(y + 16 * p + 8 * h, v);
+        }
+        if (PLANAR) {
+            cv_transpose8(r);
+            const __m256i pm = cv_lanes(NP);
+            for (long l = 0; l < lanes; l++) _mm256_maskstore_ps(y + (8 * h + l) * ystride, pm, r[l]);
         }
     }
 }
-#define CV_POINTWISE_DEFINE(NP, _) \
-    CV_TARGET static void cv_pointwise_##NP(long k, const float *x, long xstride, const float *w, long wstride, \
-                                            const cg_blocked_out *o, const float *res, long rstride, float *y, long ystride) { \
-        (void)wstride; (void)rstride; (void)ystride; \
-        cv_pointwise(NP, k, x, xstride, w, o, res, y); \
+#define CV_POINTWISE_DEFINE(NP, PLANAR) \
+    CV_TARGET static void cv_pointwise_##NP##_##PLANAR(long k, const float *x, long xstride, const float *w, long wstride, \
+                                                       const cg_blocked_out *o, const float *res, long rstride, float *y, \
+                                                       long ystride) { \
+        (void)wstride; (void)rstride; \
+        cv_pointwise(NP, PLANAR, k, x, xstride, w, o, res, y, ystride); \
     }
-CV_WIDTHS(CV_POINTWISE_DEFINE, _)
-#define CV_POINTWISE_NAME(NP, _) cv_pointwise_##NP,
-static const cg_blocked_pointwise_fn cv_pointwise_tiles[1][CD_NP_MAX] = {{CV_WIDTHS(CV_POINTWISE_NAME, _)}};
+CV_WIDTHS(CV_POINTWISE_DEFINE, 0)
+CV_WIDTHS(CV_POINTWISE_DEFINE, 1)
+#define CV_POINTWISE_NAME(NP, PLANAR) cv_pointwise_##NP##_##PLANAR,
+static const cg_blocked_pointwise_fn cv_pointwise_tiles[1][CD_NP_MAX] = {{CV_WIDTHS(CV_POINTWISE_NAME, 0)}};
+static const cg_blocked_pointwise_fn cv_pointwise_planar_tiles[1][CD_NP_MAX] = {{CV_WIDTHS(CV_POINTWISE_NAME, 1)}};
 
 // One block's blocked sums to planar rows: the epilogue on each pixel's 16 channels, then
 // 8 × 8 transposes (pixels × channels) into the rows of the block's channels.
@@ -314,22 +349,7 @@ CV_TARGET static void cv_direct_finish(const float *acc, long pixels, long lanes
                 r[i] = i < n ? _mm256_loadu_ps(acc + (q0 + i) * 16 + 8 * h) : _mm256_setzero_ps();
                 if (e) r[i] = cv_epi(r[i], s[h], t[h], e);
             }
-            // r[i] = pixel i's 8 channels → r[l] = channel l's 8 pixels.
-            __m256 u[8], v[8];
-            for (int i = 0; i < 8; i += 2) {
-                u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-                u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-            }
-            for (int g = 0; g < 8; g += 4) {
-                v[g] = _mm256_shuffle_ps(u[g], u[g + 2], 0x44);
-                v[g + 1] = _mm256_shuffle_ps(u[g], u[g + 2], 0xEE);
-                v[g + 2] = _mm256_shuffle_ps(u[g + 1], u[g + 3], 0x44);
-                v[g + 3] = _mm256_shuffle_ps(u[g + 1], u[g + 3], 0xEE);
-            }
-            for (int j = 0; j < 4; j++) {
-                r[j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x20);
-                r[4 + j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x31);
-            }
+            cv_transpose8(r);
             for (long l = 0; l < cg_min(8, lanes - 8 * h); l++) _mm256_maskstore_ps(dst + (8 * h + l) * ld + q0, pm, r[l]);
         }
     }
@@ -360,6 +380,7 @@ const cg_kernels cg_kernels_avx2 = {
     .blocked_finish = cv_blocked_finish,
     .blocked_depthwise = cv_blocked_depthwise,
     .blocked_pointwise = cv_pointwise_tiles,
+    .blocked_pointwise_planar = cv_pointwise_planar_tiles,
 };
 
 #endif
