@@ -363,6 +363,109 @@ CG_DEPTHWISE_PLANE(cv_depthwise_plane, CV_TARGET)
 
 CG_BLOCKED_KERNELS(cv, CV_TARGET)
 
+// MARK: A stem of few input channels (3×3, stride 2)
+
+// The lanes of an 8-lane mask whose row elements [start, start + 8) lie inside [0, w).
+CV_TARGET static inline __m256i cv_inside(long start, long w) {
+    return _mm256_andnot_si256(cv_lanes(-start), cv_lanes(w - start));
+}
+
+// The output pixel each lane of a stem accumulator holds. The stride-2 taps are split from two
+// loaded vectors by in-lane shuffles only (even or odd elements of each 128-bit half), which
+// leaves the two halves' pixels interleaved; every tap is split alike, so the order is put
+// right once, at the store, instead of with a lane-crossing permute per tap.
+static const long cv_stem_pixel[8] = {0, 1, 4, 5, 2, 3, 6, 7};
+
+// Output row oh, up to 8 pixels from ow0, for G quads of output channels from quad q0 of the
+// call's channels (channel 4·q0 + o is c0 + 4·q0 + o; the first `real` of the call's are real): the
+// pixels along the lanes and one accumulator per channel (4·G ≤ 12, beside the tap vector and
+// the weight's broadcast in the 16 ymm registers). Each input row's 17 values around the 8
+// pixels are loaded as four vectors (masked at the input's border: columns outside it read as
+// zeros, no padded copy) and split into the three taps; rows outside the input are skipped. The
+// weights are broadcast from cg_direct_pack's blocks. Then the epilogue per channel, and each
+// quad transposed 4 × 4 within the 128-bit halves into 4 channels of a pixel, stored in place
+// in its block.
+CV_TARGET static inline __attribute__((always_inline)) void cv_stem_quads(const int G, const cg_conv *g, const float *x,
+                                                                          const float *w, long c0, long real, long q0,
+                                                                          const cg_epilogue *e, long oh, long ow0, float *y) {
+    const long H = g->h, W = g->w, OW = g->out_w, plane = g->out_h * OW, k = g->channels * 9;
+    const long base = 2 * ow0 - g->pad_w, pixels = cg_min(8, OW - ow0);
+    const int inside = base >= 0 && base + 18 <= W;
+    const __m256i ma = cv_inside(base, W), mb = cv_inside(base + 8, W), mc = cv_inside(base + 2, W), md = cv_inside(base + 10, W);
+    // Quad q's channel l, tap p: block (c0 + 4q)/16 of the weights, lane (4q) % 16 + l.
+    const float *wq[3];
+    CV_UNROLL for (int j = 0; j < G; j++) wq[j] = w + (c0 + (q0 + j) / 4 * 16) * k + (q0 + j) % 4 * 4;
+    __m256 acc[12];
+    CV_UNROLL for (int o = 0; o < 4 * G; o++) acc[o] = _mm256_setzero_ps();
+    for (long c = 0; c < g->channels; c++) {
+        for (long i = 0; i < 3; i++) {
+            const long ih = 2 * oh - g->pad_h + i;
+            if (ih < 0 || ih >= H) continue;
+            const float *row = x + (c * H + ih) * W + base;
+            __m256 a, b, a2, b2;
+            if (inside) {
+                a = _mm256_loadu_ps(row), b = _mm256_loadu_ps(row + 8);
+                a2 = _mm256_loadu_ps(row + 2), b2 = _mm256_loadu_ps(row + 10);
+            } else {
+                a = _mm256_maskload_ps(row, ma), b = _mm256_maskload_ps(row + 8, mb);
+                a2 = _mm256_maskload_ps(row + 2, mc), b2 = _mm256_maskload_ps(row + 10, md);
+            }
+            // Taps j = 0, 1, 2 of pixel q: columns base + 2q + j.
+            const __m256 tap[3] = {_mm256_shuffle_ps(a, b, 0x88), _mm256_shuffle_ps(a, b, 0xDD), _mm256_shuffle_ps(a2, b2, 0x88)};
+            const long at = (c * 9 + i * 3) * 16;
+            CV_UNROLL for (int j = 0; j < 3; j++) {
+                CV_UNROLL for (int o = 0; o < 4 * G; o++) {
+                    acc[o] = _mm256_fmadd_ps(tap[j], _mm256_broadcast_ss(wq[o / 4] + at + 16 * j + o % 4), acc[o]);
+                }
+            }
+        }
+    }
+    CV_UNROLL for (int o = 0; o < 4 * G; o++) {
+        const long ch = 4 * q0 + o;
+        if (ch >= real) acc[o] = _mm256_setzero_ps();
+        else if (e) acc[o] = cv_epi(acc[o], _mm256_set1_ps(cg_epi_scale(e, c0 + ch)), _mm256_set1_ps(cg_epi_shift(e, c0 + ch)), e);
+    }
+    float *row = y + (oh * OW + ow0) * 16;
+    CV_UNROLL for (int j = 0; j < G; j++) {
+        const long q = q0 + j;
+        float *out = row + (c0 / 16 + q / 4) * plane * 16 + q % 4 * 4;
+        const __m256 *v = acc + 4 * j;
+        const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+        const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+        // r[l]: the quad's 4 channels at lane l (low half) and lane 4 + l (high half).
+        const __m256 r[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE), _mm256_shuffle_ps(t1, t3, 0x44),
+                             _mm256_shuffle_ps(t1, t3, 0xEE)};
+        CV_UNROLL for (int l = 0; l < 4; l++) {
+            const long lo = cv_stem_pixel[l], hi = cv_stem_pixel[4 + l];
+            if (lo < pixels) _mm_storeu_ps(out + 16 * lo, _mm256_castps256_ps128(r[l]));
+            if (hi < pixels) _mm_storeu_ps(out + 16 * hi, _mm256_extractf128_ps(r[l], 1));
+        }
+    }
+}
+
+// cg_blocked_stem_fn: the call's nch channels (≤ 24) as quads, in as few passes of at most 3
+// quads (12 accumulators) as cover the real ones, evenly split (16 channels: two passes of 8,
+// not 12 + 4); the quads past them, up to the end of the last block, written 0.
+CV_TARGET static void cv_blocked_stem(const cg_conv *g, const float *x, const float *w, long m, long c0, long nch,
+                                      const cg_epilogue *e, long oh, float *y) {
+    const long OW = g->out_w, plane = g->out_h * OW;
+    const long real = cg_min(nch, m - c0), quads = (real + 3) / 4, all = (nch + 15) / 16 * 4;
+    const long passes = (quads + 2) / 3, per = (quads + passes - 1) / passes;
+    for (long ow0 = 0; ow0 < OW; ow0 += 8) {
+        for (long q0 = 0; q0 < quads; q0 += per) {
+            const long n = cg_min(per, quads - q0);
+            if (n == 3) cv_stem_quads(3, g, x, w, c0, real, q0, e, oh, ow0, y);
+            else if (n == 2) cv_stem_quads(2, g, x, w, c0, real, q0, e, oh, ow0, y);
+            else cv_stem_quads(1, g, x, w, c0, real, q0, e, oh, ow0, y);
+        }
+        float *row = y + (oh * OW + ow0) * 16;
+        for (long q = quads; q < all; q++) {
+            float *out = row + (c0 / 16 + q / 4) * plane * 16 + q % 4 * 4;
+            for (long p = 0; p < cg_min(8, OW - ow0); p++) _mm_storeu_ps(out + 16 * p, _mm_setzero_ps());
+        }
+    }
+}
+
 const cg_kernels cg_kernels_avx2 = {
     .tile = cv_tile,
     .tile_in_place = cv_tile_in_place,
@@ -379,6 +482,7 @@ const cg_kernels cg_kernels_avx2 = {
     .blocked_tiles = cv_blocked_tiles,
     .blocked_finish = cv_blocked_finish,
     .blocked_depthwise = cv_blocked_depthwise,
+    .blocked_stem = cv_blocked_stem,
     .blocked_pointwise = cv_pointwise_tiles,
     .blocked_pointwise_planar = cv_pointwise_planar_tiles,
 };
