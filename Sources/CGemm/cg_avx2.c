@@ -376,6 +376,15 @@ CV_TARGET static inline __m256i cv_inside(long start, long w) {
 // right once, at the store, instead of with a lane-crossing permute per tap.
 static const long cv_stem_pixel[8] = {0, 1, 4, 5, 2, 3, 6, 7};
 
+// One tap's FMAs for G quads of output channels: quad j's channel l weighs wq[j][at + l].
+CV_TARGET static inline __attribute__((always_inline)) void cv_stem_fmas(const int G, __m256 tap, const float *const wq[3], long at,
+                                                                         __m256 acc[12]) {
+    CV_UNROLL for (int o = 0; o < 4 * G; o++) acc[o] = _mm256_fmadd_ps(tap, _mm256_broadcast_ss(wq[o / 4] + at + o % 4), acc[o]);
+}
+// A row's 8 values at p, loaded in full when the group's columns lie inside the input, else
+// with the lanes of mask m only (the others read as zeros).
+#define CV_STEM_LOAD(p, m) (inside ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m))
+
 // Output row oh, up to 8 pixels from ow0, for G quads of output channels from quad q0 of the
 // call's channels (channel 4·q0 + o is c0 + 4·q0 + o; the first `real` of the call's are real): the
 // pixels along the lanes and one accumulator per channel (4·G ≤ 12, beside the tap vector and
@@ -402,22 +411,16 @@ CV_TARGET static inline __attribute__((always_inline)) void cv_stem_quads(const 
             const long ih = 2 * oh - g->pad_h + i;
             if (ih < 0 || ih >= H) continue;
             const float *row = x + (c * H + ih) * W + base;
-            __m256 a, b, a2, b2;
-            if (inside) {
-                a = _mm256_loadu_ps(row), b = _mm256_loadu_ps(row + 8);
-                a2 = _mm256_loadu_ps(row + 2), b2 = _mm256_loadu_ps(row + 10);
-            } else {
-                a = _mm256_maskload_ps(row, ma), b = _mm256_maskload_ps(row + 8, mb);
-                a2 = _mm256_maskload_ps(row + 2, mc), b2 = _mm256_maskload_ps(row + 10, md);
-            }
-            // Taps j = 0, 1, 2 of pixel q: columns base + 2q + j.
-            const __m256 tap[3] = {_mm256_shuffle_ps(a, b, 0x88), _mm256_shuffle_ps(a, b, 0xDD), _mm256_shuffle_ps(a2, b2, 0x88)};
             const long at = (c * 9 + i * 3) * 16;
-            CV_UNROLL for (int j = 0; j < 3; j++) {
-                CV_UNROLL for (int o = 0; o < 4 * G; o++) {
-                    acc[o] = _mm256_fmadd_ps(tap[j], _mm256_broadcast_ss(wq[o / 4] + at + 16 * j + o % 4), acc[o]);
-                }
-            }
+            // Taps j = 0, 1, 2 of pixel q: columns base + 2q + j, the even and odd elements of
+            // the columns from base, then the even ones from base + 2, loaded after the first
+            // two taps' FMAs (fewer vectors live beside the 12 accumulators).
+            const __m256 a = CV_STEM_LOAD(row, ma), b = CV_STEM_LOAD(row + 8, mb);
+            const __m256 even = _mm256_shuffle_ps(a, b, 0x88), odd = _mm256_shuffle_ps(a, b, 0xDD);
+            cv_stem_fmas(G, even, wq, at, acc);
+            cv_stem_fmas(G, odd, wq, at + 16, acc);
+            const __m256 a2 = CV_STEM_LOAD(row + 2, mc), b2 = CV_STEM_LOAD(row + 10, md);
+            cv_stem_fmas(G, _mm256_shuffle_ps(a2, b2, 0x88), wq, at + 32, acc);
         }
     }
     CV_UNROLL for (int o = 0; o < 4 * G; o++) {
