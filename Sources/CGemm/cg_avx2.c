@@ -376,6 +376,15 @@ CV_TARGET static inline __m256i cv_inside(long start, long w) {
 // right once, at the store, instead of with a lane-crossing permute per tap.
 static const long cv_stem_pixel[8] = {0, 1, 4, 5, 2, 3, 6, 7};
 
+// A stem call's epilogue, made once per call: channel o's scale and shift (1 and 0 where the
+// epilogue has none), the activation. Read from this local copy, the values are not reloaded
+// through the epilogue's pointers after every store of a pass (the stores could alias them).
+typedef struct {
+    float s[24], t[24];
+    int act;
+    float alpha;
+} cv_stem_epi;
+
 // One tap's FMAs for G quads of output channels: quad j's channel l weighs wq[j][at + l].
 CV_TARGET static inline __attribute__((always_inline)) void cv_stem_fmas(const int G, __m256 tap, const float *const wq[3], long at,
                                                                          __m256 acc[12]) {
@@ -396,7 +405,7 @@ CV_TARGET static inline __attribute__((always_inline)) void cv_stem_fmas(const i
 // in its block.
 CV_TARGET static inline __attribute__((always_inline)) void cv_stem_quads(const int G, const cg_conv *g, const float *x,
                                                                           const float *w, long c0, long real, long q0,
-                                                                          const cg_epilogue *e, long oh, long ow0, float *y) {
+                                                                          const cv_stem_epi *ep, long oh, long ow0, float *y) {
     const long H = g->h, W = g->w, OW = g->out_w, plane = g->out_h * OW, k = g->channels * 9;
     const long base = 2 * ow0 - g->pad_w, pixels = cg_min(8, OW - ow0);
     const int inside = base >= 0 && base + 18 <= W;
@@ -423,10 +432,13 @@ CV_TARGET static inline __attribute__((always_inline)) void cv_stem_quads(const 
             cv_stem_fmas(G, _mm256_shuffle_ps(a2, b2, 0x88), wq, at + 32, acc);
         }
     }
+    const __m256 zero = _mm256_setzero_ps(), alpha = _mm256_set1_ps(ep->alpha);
     CV_UNROLL for (int o = 0; o < 4 * G; o++) {
         const long ch = 4 * q0 + o;
-        if (ch >= real) acc[o] = _mm256_setzero_ps();
-        else if (e) acc[o] = cv_epi(acc[o], _mm256_set1_ps(cg_epi_scale(e, c0 + ch)), _mm256_set1_ps(cg_epi_shift(e, c0 + ch)), e);
+        __m256 v = _mm256_fmadd_ps(acc[o], _mm256_broadcast_ss(ep->s + ch), _mm256_broadcast_ss(ep->t + ch));
+        if (ep->act == CG_ACT_RELU) v = _mm256_max_ps(zero, v); // NaN and −0 stay, as in cv_epi
+        else if (ep->act == CG_ACT_LEAKY_RELU) v = _mm256_blendv_ps(v, _mm256_mul_ps(v, alpha), _mm256_cmp_ps(v, zero, _CMP_LT_OQ));
+        acc[o] = ch < real ? v : zero;
     }
     float *row = y + (oh * OW + ow0) * 16;
     CV_UNROLL for (int j = 0; j < G; j++) {
@@ -454,12 +466,17 @@ CV_TARGET static void cv_blocked_stem(const cg_conv *g, const float *x, const fl
     const long OW = g->out_w, plane = g->out_h * OW;
     const long real = cg_min(nch, m - c0), quads = (real + 3) / 4, all = (nch + 15) / 16 * 4;
     const long passes = (quads + 2) / 3, per = (quads + passes - 1) / passes;
+    cv_stem_epi ep = {.act = e ? (int)e->activation : CG_ACT_NONE, .alpha = e ? e->alpha : 0.0f};
+    for (long o = 0; o < 24; o++) {
+        ep.s[o] = e && o < real ? cg_epi_scale(e, c0 + o) : 1.0f;
+        ep.t[o] = e && o < real ? cg_epi_shift(e, c0 + o) : 0.0f;
+    }
     for (long ow0 = 0; ow0 < OW; ow0 += 8) {
         for (long q0 = 0; q0 < quads; q0 += per) {
             const long n = cg_min(per, quads - q0);
-            if (n == 3) cv_stem_quads(3, g, x, w, c0, real, q0, e, oh, ow0, y);
-            else if (n == 2) cv_stem_quads(2, g, x, w, c0, real, q0, e, oh, ow0, y);
-            else cv_stem_quads(1, g, x, w, c0, real, q0, e, oh, ow0, y);
+            if (n == 3) cv_stem_quads(3, g, x, w, c0, real, q0, &ep, oh, ow0, y);
+            else if (n == 2) cv_stem_quads(2, g, x, w, c0, real, q0, &ep, oh, ow0, y);
+            else cv_stem_quads(1, g, x, w, c0, real, q0, &ep, oh, ow0, y);
         }
         float *row = y + (oh * OW + ow0) * 16;
         for (long q = quads; q < all; q++) {
