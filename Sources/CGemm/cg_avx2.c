@@ -395,8 +395,8 @@ CV_TARGET static inline __attribute__((always_inline)) void cv_stem_fmas(const i
 #define CV_STEM_LOAD(p, m) (inside ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m))
 
 // Output row oh, up to 8 pixels from ow0, for G quads of output channels from quad q0 of the
-// call's channels (channel 4·q0 + o is c0 + 4·q0 + o; the first `real` of the call's are real): the
-// pixels along the lanes and one accumulator per channel (4·G ≤ 12, beside the tap vector and
+// call's (the pass's channel o is c0 + 4·q0 + o; of the call's, the first `real` are real, the
+// others written 0): the pixels along the lanes and one accumulator per channel (4·G ≤ 12, beside the tap vector and
 // the weight's broadcast in the 16 ymm registers). Each input row's 17 values around the 8
 // pixels are loaded as four vectors (masked at the input's border: columns outside it read as
 // zeros, no padded copy) and split into the three taps; rows outside the input are skipped. The
