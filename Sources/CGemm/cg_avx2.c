@@ -250,12 +250,34 @@ CV_WIDTHS(CV_DEFINE, 16)
 CV_WIDTHS(CV_DEFINE, 32)
 static const cd_tile_fn cv_blocked_tiles[1][2][CD_NP_MAX] = {{{CV_WIDTHS(CV_NAME, 16)}, {CV_WIDTHS(CV_NAME, 32)}}};
 
-// A 1×1 stride-1 layer from blocked to blocked (cg_blocked_pointwise_fn with a blocked output, one block): as the
+// r[i] = pixel i's 8 channels → r[l] = channel l's 8 pixels: pairs of floats, then of float
+// pairs, within each 128-bit half, then the halves swapped across.
+CV_TARGET static inline void cv_transpose8(__m256 r[8]) {
+    __m256 u[8], v[8];
+    for (int i = 0; i < 8; i += 2) {
+        u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 8; g += 4) {
+        v[g] = _mm256_shuffle_ps(u[g], u[g + 2], 0x44);
+        v[g + 1] = _mm256_shuffle_ps(u[g], u[g + 2], 0xEE);
+        v[g + 2] = _mm256_shuffle_ps(u[g + 1], u[g + 3], 0x44);
+        v[g + 3] = _mm256_shuffle_ps(u[g + 1], u[g + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x20);
+        r[4 + j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x31);
+    }
+}
+
+// A 1×1 stride-1 layer from a blocked input (cg_blocked_pointwise_fn, one block): as the
 // blocked tiles, but over all k channels (the input's blocks in turn) with the sums in
-// registers, finished there and stored: no sums buffer is written and read back.
-CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const int NP, long k, const float *x, long xstride,
-                                                                         const float *w, const cg_blocked_out *o, const float *res,
-                                                                         float *y) {
+// registers, finished there and stored: no sums buffer is written and read back. PLANAR: each
+// half block's NP pixels are transposed (8 × 8, the pixels past NP zeros) into the rows of its
+// channels, ystride floats apart, and only the block's o->lanes[0] channels are stored.
+CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const int NP, const int PLANAR, long k, const float *x,
+                                                                         long xstride, const float *w, const cg_blocked_out *o,
+                                                                         const float *res, float *y, long ystride) {
     __m256 a0[CV_NP], a1[CV_NP];
     CV_UNROLL for (int p = 0; p < NP; p++) {
         a0[p] = _mm256_setzero_ps();
@@ -275,25 +297,38 @@ CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const i
     }
     const __m256 zero = _mm256_setzero_ps(), alpha = _mm256_set1_ps(o->alpha);
     CV_UNROLL for (int h = 0; h < 2; h++) {
+        const long lanes = cg_min(8, o->lanes[0] - 8 * h);
+        if (PLANAR && lanes <= 0) break;
         const __m256 s = _mm256_loadu_ps(o->s + 8 * h), t = _mm256_loadu_ps(o->t + 8 * h);
-        CV_UNROLL for (int p = 0; p < NP; p++) {
+        __m256 r[8];
+        CV_UNROLL for (int p = 0; p < 8; p++) {
+            if (p >= NP) { r[p] = zero; continue; }
             __m256 v = _mm256_fmadd_ps(h ? a1[p] : a0[p], s, t);
             if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + 16 * p + 8 * h));
             if (o->act == CG_ACT_RELU) v = _mm256_max_ps(zero, v); // NaN and −0 stay, as in cv_epi
             else if (o->act == CG_ACT_LEAKY_RELU) v = _mm256_blendv_ps(v, _mm256_mul_ps(v, alpha), _mm256_cmp_ps(v, zero, _CMP_LT_OQ));
-            _mm256_storeu_ps(y + 16 * p + 8 * h, v);
+            if (PLANAR) r[p] = v;
+            else _mm256_storeu_ps(y + 16 * p + 8 * h, v);
+        }
+        if (PLANAR) {
+            cv_transpose8(r);
+            const __m256i pm = cv_lanes(NP);
+            for (long l = 0; l < lanes; l++) _mm256_maskstore_ps(y + (8 * h + l) * ystride, pm, r[l]);
         }
     }
 }
-#define CV_POINTWISE_DEFINE(NP, _) \
-    CV_TARGET static void cv_pointwise_##NP(long k, const float *x, long xstride, const float *w, long wstride, \
-                                            const cg_blocked_out *o, const float *res, long rstride, float *y, long ystride) { \
-        (void)wstride; (void)rstride; (void)ystride; \
-        cv_pointwise(NP, k, x, xstride, w, o, res, y); \
+#define CV_POINTWISE_DEFINE(NP, PLANAR) \
+    CV_TARGET static void cv_pointwise_##NP##_##PLANAR(long k, const float *x, long xstride, const float *w, long wstride, \
+                                                       const cg_blocked_out *o, const float *res, long rstride, float *y, \
+                                                       long ystride) { \
+        (void)wstride; (void)rstride; \
+        cv_pointwise(NP, PLANAR, k, x, xstride, w, o, res, y, ystride); \
     }
-CV_WIDTHS(CV_POINTWISE_DEFINE, _)
-#define CV_POINTWISE_NAME(NP, _) cv_pointwise_##NP,
-static const cg_blocked_pointwise_fn cv_pointwise_tiles[1][CD_NP_MAX] = {{CV_WIDTHS(CV_POINTWISE_NAME, _)}};
+CV_WIDTHS(CV_POINTWISE_DEFINE, 0)
+CV_WIDTHS(CV_POINTWISE_DEFINE, 1)
+#define CV_POINTWISE_NAME(NP, PLANAR) cv_pointwise_##NP##_##PLANAR,
+static const cg_blocked_pointwise_fn cv_pointwise_tiles[1][CD_NP_MAX] = {{CV_WIDTHS(CV_POINTWISE_NAME, 0)}};
+static const cg_blocked_pointwise_fn cv_pointwise_planar_tiles[1][CD_NP_MAX] = {{CV_WIDTHS(CV_POINTWISE_NAME, 1)}};
 
 // One block's blocked sums to planar rows: the epilogue on each pixel's 16 channels, then
 // 8 × 8 transposes (pixels × channels) into the rows of the block's channels.
@@ -314,22 +349,7 @@ CV_TARGET static void cv_direct_finish(const float *acc, long pixels, long lanes
                 r[i] = i < n ? _mm256_loadu_ps(acc + (q0 + i) * 16 + 8 * h) : _mm256_setzero_ps();
                 if (e) r[i] = cv_epi(r[i], s[h], t[h], e);
             }
-            // r[i] = pixel i's 8 channels → r[l] = channel l's 8 pixels.
-            __m256 u[8], v[8];
-            for (int i = 0; i < 8; i += 2) {
-                u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-                u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-            }
-            for (int g = 0; g < 8; g += 4) {
-                v[g] = _mm256_shuffle_ps(u[g], u[g + 2], 0x44);
-                v[g + 1] = _mm256_shuffle_ps(u[g], u[g + 2], 0xEE);
-                v[g + 2] = _mm256_shuffle_ps(u[g + 1], u[g + 3], 0x44);
-                v[g + 3] = _mm256_shuffle_ps(u[g + 1], u[g + 3], 0xEE);
-            }
-            for (int j = 0; j < 4; j++) {
-                r[j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x20);
-                r[4 + j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x31);
-            }
+            cv_transpose8(r);
             for (long l = 0; l < cg_min(8, lanes - 8 * h); l++) _mm256_maskstore_ps(dst + (8 * h + l) * ld + q0, pm, r[l]);
         }
     }
@@ -342,6 +362,129 @@ CG_DEPTHWISE_PLANE(cv_depthwise_plane, CV_TARGET)
 // MARK: The channel-blocked layout
 
 CG_BLOCKED_KERNELS(cv, CV_TARGET)
+
+// MARK: A stem of few input channels (3×3, stride 2)
+
+// The lanes of an 8-lane mask whose row elements [start, start + 8) lie inside [0, w).
+CV_TARGET static inline __m256i cv_inside(long start, long w) {
+    return _mm256_andnot_si256(cv_lanes(-start), cv_lanes(w - start));
+}
+
+// The output pixel each lane of a stem accumulator holds. The stride-2 taps are split from two
+// loaded vectors by in-lane shuffles only (even or odd elements of each 128-bit half), which
+// leaves the two halves' pixels interleaved; every tap is split alike, so the order is put
+// right once, at the store, instead of with a lane-crossing permute per tap.
+static const long cv_stem_pixel[8] = {0, 1, 4, 5, 2, 3, 6, 7};
+
+// A stem call's epilogue, made once per call: channel o's scale and shift (1 and 0 where the
+// epilogue has none), the activation. Read from this local copy, the values are not reloaded
+// through the epilogue's pointers after every store of a pass (the stores could alias them).
+typedef struct {
+    float s[24], t[24];
+    int act;
+    float alpha;
+} cv_stem_epi;
+
+// One tap's FMAs for G quads of output channels: quad j's channel l weighs wq[j][at + l].
+CV_TARGET static inline __attribute__((always_inline)) void cv_stem_fmas(const int G, __m256 tap, const float *const wq[3], long at,
+                                                                         __m256 acc[12]) {
+    CV_UNROLL for (int o = 0; o < 4 * G; o++) acc[o] = _mm256_fmadd_ps(tap, _mm256_broadcast_ss(wq[o / 4] + at + o % 4), acc[o]);
+}
+// A row's 8 values at p, loaded in full when the group's columns lie inside the input, else
+// with the lanes of mask m only (the others read as zeros).
+#define CV_STEM_LOAD(p, m) (inside ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m))
+
+// Output row oh, up to 8 pixels from ow0, for G quads of output channels from quad q0 of the
+// call's (the pass's channel o is c0 + 4·q0 + o; of the call's, the first `real` are real, the
+// others written 0): the pixels along the lanes and one accumulator per channel (4·G ≤ 12, beside the tap vector and
+// the weight's broadcast in the 16 ymm registers). Each input row's 17 values around the 8
+// pixels are loaded as four vectors (masked at the input's border: columns outside it read as
+// zeros, no padded copy) and split into the three taps; rows outside the input are skipped. The
+// weights are broadcast from cg_direct_pack's blocks. Then the epilogue per channel, and each
+// quad transposed 4 × 4 within the 128-bit halves into 4 channels of a pixel, stored in place
+// in its block.
+CV_TARGET static inline __attribute__((always_inline)) void cv_stem_quads(const int G, const cg_conv *g, const float *x,
+                                                                          const float *w, long c0, long real, long q0,
+                                                                          const cv_stem_epi *ep, long oh, long ow0, float *y) {
+    const long H = g->h, W = g->w, OW = g->out_w, plane = g->out_h * OW, k = g->channels * 9;
+    const long base = 2 * ow0 - g->pad_w, pixels = cg_min(8, OW - ow0);
+    const int inside = base >= 0 && base + 18 <= W;
+    const __m256i ma = cv_inside(base, W), mb = cv_inside(base + 8, W), mc = cv_inside(base + 2, W), md = cv_inside(base + 10, W);
+    // Quad q's channel l, tap p: block (c0 + 4q)/16 of the weights, lane (4q) % 16 + l.
+    const float *wq[3];
+    CV_UNROLL for (int j = 0; j < G; j++) wq[j] = w + (c0 + (q0 + j) / 4 * 16) * k + (q0 + j) % 4 * 4;
+    __m256 acc[12];
+    CV_UNROLL for (int o = 0; o < 4 * G; o++) acc[o] = _mm256_setzero_ps();
+    for (long c = 0; c < g->channels; c++) {
+        for (long i = 0; i < 3; i++) {
+            const long ih = 2 * oh - g->pad_h + i;
+            if (ih < 0 || ih >= H) continue;
+            const float *row = x + (c * H + ih) * W + base;
+            const long at = (c * 9 + i * 3) * 16;
+            // Taps j = 0, 1, 2 of pixel q: columns base + 2q + j, the even and odd elements of
+            // the columns from base, then the even ones from base + 2, loaded after the first
+            // two taps' FMAs (fewer vectors live beside the 12 accumulators).
+            const __m256 a = CV_STEM_LOAD(row, ma), b = CV_STEM_LOAD(row + 8, mb);
+            const __m256 even = _mm256_shuffle_ps(a, b, 0x88), odd = _mm256_shuffle_ps(a, b, 0xDD);
+            cv_stem_fmas(G, even, wq, at, acc);
+            cv_stem_fmas(G, odd, wq, at + 16, acc);
+            const __m256 a2 = CV_STEM_LOAD(row + 2, mc), b2 = CV_STEM_LOAD(row + 10, md);
+            cv_stem_fmas(G, _mm256_shuffle_ps(a2, b2, 0x88), wq, at + 32, acc);
+        }
+    }
+    const __m256 zero = _mm256_setzero_ps(), alpha = _mm256_set1_ps(ep->alpha);
+    CV_UNROLL for (int o = 0; o < 4 * G; o++) {
+        const long ch = 4 * q0 + o;
+        __m256 v = _mm256_fmadd_ps(acc[o], _mm256_broadcast_ss(ep->s + ch), _mm256_broadcast_ss(ep->t + ch));
+        if (ep->act == CG_ACT_RELU) v = _mm256_max_ps(zero, v); // NaN and −0 stay, as in cv_epi
+        else if (ep->act == CG_ACT_LEAKY_RELU) v = _mm256_blendv_ps(v, _mm256_mul_ps(v, alpha), _mm256_cmp_ps(v, zero, _CMP_LT_OQ));
+        acc[o] = ch < real ? v : zero;
+    }
+    float *row = y + (oh * OW + ow0) * 16;
+    CV_UNROLL for (int j = 0; j < G; j++) {
+        const long q = q0 + j;
+        float *out = row + (c0 / 16 + q / 4) * plane * 16 + q % 4 * 4;
+        const __m256 *v = acc + 4 * j;
+        const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+        const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+        // r[l]: the quad's 4 channels at lane l (low half) and lane 4 + l (high half).
+        const __m256 r[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE), _mm256_shuffle_ps(t1, t3, 0x44),
+                             _mm256_shuffle_ps(t1, t3, 0xEE)};
+        CV_UNROLL for (int l = 0; l < 4; l++) {
+            const long lo = cv_stem_pixel[l], hi = cv_stem_pixel[4 + l];
+            if (lo < pixels) _mm_storeu_ps(out + 16 * lo, _mm256_castps256_ps128(r[l]));
+            if (hi < pixels) _mm_storeu_ps(out + 16 * hi, _mm256_extractf128_ps(r[l], 1));
+        }
+    }
+}
+
+// cg_blocked_stem_fn: the call's nch channels (≤ 24) as quads, in as few passes of at most 3
+// quads (12 accumulators) as cover the real ones, evenly split (16 channels: two passes of 8,
+// not 12 + 4); the quads past them, up to the end of the last block, written 0.
+CV_TARGET static void cv_blocked_stem(const cg_conv *g, const float *x, const float *w, long m, long c0, long nch,
+                                      const cg_epilogue *e, long oh, float *y) {
+    const long OW = g->out_w, plane = g->out_h * OW;
+    const long real = cg_min(nch, m - c0), quads = (real + 3) / 4, all = (nch + 15) / 16 * 4;
+    const long passes = (quads + 2) / 3, per = (quads + passes - 1) / passes;
+    cv_stem_epi ep = {.act = e ? (int)e->activation : CG_ACT_NONE, .alpha = e ? e->alpha : 0.0f};
+    for (long o = 0; o < 24; o++) {
+        ep.s[o] = e && o < real ? cg_epi_scale(e, c0 + o) : 1.0f;
+        ep.t[o] = e && o < real ? cg_epi_shift(e, c0 + o) : 0.0f;
+    }
+    for (long ow0 = 0; ow0 < OW; ow0 += 8) {
+        for (long q0 = 0; q0 < quads; q0 += per) {
+            const long n = cg_min(per, quads - q0);
+            if (n == 3) cv_stem_quads(3, g, x, w, c0, real, q0, &ep, oh, ow0, y);
+            else if (n == 2) cv_stem_quads(2, g, x, w, c0, real, q0, &ep, oh, ow0, y);
+            else cv_stem_quads(1, g, x, w, c0, real, q0, &ep, oh, ow0, y);
+        }
+        float *row = y + (oh * OW + ow0) * 16;
+        for (long q = quads; q < all; q++) {
+            float *out = row + (c0 / 16 + q / 4) * plane * 16 + q % 4 * 4;
+            for (long p = 0; p < cg_min(8, OW - ow0); p++) _mm_storeu_ps(out + 16 * p, _mm_setzero_ps());
+        }
+    }
+}
 
 const cg_kernels cg_kernels_avx2 = {
     .tile = cv_tile,
@@ -359,7 +502,9 @@ const cg_kernels cg_kernels_avx2 = {
     .blocked_tiles = cv_blocked_tiles,
     .blocked_finish = cv_blocked_finish,
     .blocked_depthwise = cv_blocked_depthwise,
+    .blocked_stem = cv_blocked_stem,
     .blocked_pointwise = cv_pointwise_tiles,
+    .blocked_pointwise_planar = cv_pointwise_planar_tiles,
 };
 
 #endif

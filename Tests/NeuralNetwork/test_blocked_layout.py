@@ -9,10 +9,12 @@ step), and a model output is written planar.
 
 The networks here cover each of those, with channel counts that are not multiples of 16 (3,
 24, 40), odd map sizes, strides 1 and 2, residual blocks, a blob read by a blocked and a
-non-blocked layer, a model output taken from the middle of a blocked run, and stems (3×3 stride
-2 on a 3-channel input, written blocked: on AVX-512 the stem kernel runs them, which `inspect`
-must say, with 8, 24, 40 and 41 channels and paddings 0, 1 and 2), and 8-channel blobs (the
-direct algorithm forced). Every answer is
+non-blocked layer, a model output taken from the middle of a blocked run, stems (3×3 stride 2
+on inputs of 1 to 4 channels, written blocked: on AVX-512 and AVX2 the stem kernel runs them,
+which `inspect` must say, with 8, 24, 27, 40 and 41 channels and paddings 0, 1 and 2), 1×1
+layers reading a blocked input and writing a planar model output (27, 29, 41 and 43 channels,
+with and without a blocked residual: the pointwise tiles' planar stores), and 8-channel blobs
+(the direct algorithm forced). Every answer is
 checked against a NumPy reference written from the layer definitions (float64; rtol 1e-4,
 atol 1e-5), on every kernel path the machine has (CORTADO_ISA), with the layout on and off
 (CORTADO_BLOCKED=0) and without fusing a depthwise layer with the 1×1 layer that reads it
@@ -157,8 +159,8 @@ def output_in_the_run():
 
 
 def stems():
-    """Three stems (3×3 stride 2 on the 3-channel input, written blocked: the AVX-512 path's stem
-    kernel, 16 output pixels a vector) of 40 channels (passes of 16 and 24), 24 channels without
+    """Three stems (3×3 stride 2 on the 3-channel input, written blocked: the stem kernel, 16
+    output pixels a vector on AVX-512, 8 on AVX2) of 40 channels (passes of 16 and 24), 24 channels without
     padding and 41 channels with padding 2 (passes of 16, 16 and 9; taps outside the input on
     both sides), on a 23×37 input (odd widths, a last group of fewer than 16 pixels), each read
     by a blocked layer."""
@@ -171,6 +173,24 @@ def stems():
     n.conv(d, 40, 1, 1, 0, act=False)                   # c6, an output
     e = n.conv("x", 41, 3, 2, 2, act=False)             # c7: 41×13×20
     n.conv(e, 24, 1, 1, 0, act=False)                   # c8, an output
+    return n
+
+
+def few_channel_stems(cin, h, w, first, second, seed):
+    """Two stems on a cin-channel h×w input, each read blocked. The first (channels and padding
+    `first`) feeds a depthwise separable residual block whose output is a model output: its
+    1×1 layer writes planar with the stem's blob, blocked, as the residual. The second (channels,
+    padding and the 1×1 layer's channels `second`) is read by a 1×1 layer alone, written planar
+    as a model output. Channel counts not a multiple of 8 (27, 29, 41, 43; more than 16 and at
+    least 3/4 of their blocks, so the rule puts them on the direct kernel) leave a block, and a
+    half block, partly empty."""
+    (c1, p1), (c2, p2, c3) = first, second
+    n = Net(cin, h, w, ["c3_r", "c5"], seed=seed)
+    a = n.conv("x", c1, 3, 2, p1)                       # c1: the first stem
+    d = n.conv(a, c1, 3, 1, 1, groups=c1)
+    n.conv(d, c1, 1, 1, 0, residual=a)                  # c3_r, an output: planar, residual blocked
+    c = n.conv("x", c2, 3, 2, p2, act=False)            # c4: the second stem
+    n.conv(c, c3, 1, 1, 0, act=False)                   # c5, an output
     return n
 
 
@@ -189,8 +209,11 @@ def eight_channels():
 
 
 NETS = {"detector-like": detector_like, "strided-and-odd": strided_and_odd, "output-in-the-run": output_in_the_run,
-        "stems": stems, "eight-channels": eight_channels}
-STEMS = {"detector-like": 1, "stems": 3, "eight-channels": 1}
+        "stems": stems, "eight-channels": eight_channels,
+        "stems-1ch": lambda: few_channel_stems(1, 23, 37, (27, 1), (41, 2, 29), seed=23),
+        "stems-2ch": lambda: few_channel_stems(2, 24, 21, (24, 0), (40, 1, 43), seed=29),
+        "stems-4ch": lambda: few_channel_stems(4, 23, 37, (41, 2), (24, 1, 27), seed=31)}
+STEMS = {"detector-like": 1, "stems": 3, "eight-channels": 1, "stems-1ch": 2, "stems-2ch": 2, "stems-4ch": 2}
 FORCED_DIRECT = {"eight-channels"}
 
 
@@ -234,9 +257,9 @@ def test_blocked_runs_match_numpy(net, isa, blocked, tmp_path):
         # The global pooling reads a planar copy of the blob the depthwise layer reads blocked.
         reorders = int(line.rsplit(",", 1)[1].split()[0])
         assert reorders >= 1, line
-    # The stem kernel (AVX-512 only) runs each stem that writes a blocked output.
+    # The stem kernel (AVX-512 and AVX2) runs each stem that writes a blocked output.
     stems_run = text.count("on the stem kernel")
-    assert stems_run == (STEMS.get(net, 0) if uses and isa == "avx512" else 0), text
+    assert stems_run == (STEMS.get(net, 0) if uses else 0), text
     # An input only stems read stays in the requests (the stem kernel reads it in place; the
     # batches of three rows below are large enough for that).
     assert ("(float32 arrays, not copied): x" in text) == (stems_run > 0), text
