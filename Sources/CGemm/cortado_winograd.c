@@ -159,14 +159,13 @@ CW_OUTPUT_TILE(cw_output_tile_plain, )
 #define CW_AVX512 __attribute__((target("avx512f,avx512vl,fma")))
 CW_INPUT_ROW(cw_input_row_avx2, CW_AVX2)
 CW_OUTPUT_TILE(cw_output_tile_avx2, CW_AVX2)
-CW_INPUT_ROW(cw_input_row_avx512, CW_AVX512)
 CW_OUTPUT_TILE(cw_output_tile_avx512, CW_AVX512)
 #endif
 
+// (The AVX-512 path has a transform of its own: cw_input_plane_row_avx512 below.)
 static cw_input_row_fn cw_input_row_now(void) {
     switch (cg_isa()) {
 #if defined(__x86_64__)
-    case CG_ISA_AVX512: return cw_input_row_avx512;
     case CG_ISA_AVX2: return cw_input_row_avx2;
 #endif
     default: return cw_input_row_plain;
