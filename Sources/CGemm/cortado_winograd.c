@@ -122,10 +122,10 @@ void cg_winograd_pack(const float *w, long m, long c, float *dst) { cg_winograd_
     }
 
 // One tile × one block of 16 channels: m holds the 36 positions' sums (position ξ's 16 lanes at
-// m + ξ·xi_stride), out gets the 16 pixels' 16 lanes (pixel 4i + k at out + 16·(4i + k)), then
-// y·scale + shift per lane (sc, sh: 16 lanes each).
+// m + ξ·xi_stride), out gets the 16 pixels' 16 lanes (pixel k of the tile's row i at
+// out + i·row_stride + 16·k, so that a row of tiles lands as whole rows of blocked pixels).
 #define CW_OUTPUT_TILE(NAME, TARGET) \
-    TARGET static void NAME(const float *m, long xi_stride, const float *sc, const float *sh, float *out) { \
+    TARGET static void NAME(const float *m, long xi_stride, long row_stride, float *out) { \
         float mid[4][6][16]; \
         for (int j = 0; j < 6; j++) { \
             const float *restrict r0 = m + j * xi_stride, *restrict r1 = r0 + 6 * xi_stride, *restrict r2 = r1 + 6 * xi_stride, \
@@ -137,20 +137,20 @@ void cg_winograd_pack(const float *w, long m, long c, float *dst) { cg_winograd_
             } \
         } \
         for (int i = 0; i < 4; i++) { \
-            float *restrict p = out + 64 * i; \
+            float *restrict p = out + row_stride * i; \
             for (int l = 0; l < 16; l++) { \
                 float o0, o1, o2, o3; \
                 CW_AT(mid[i][0][l], mid[i][1][l], mid[i][2][l], mid[i][3][l], mid[i][4][l], mid[i][5][l], o0, o1, o2, o3); \
-                p[l] = o0 * sc[l] + sh[l]; \
-                p[16 + l] = o1 * sc[l] + sh[l]; \
-                p[32 + l] = o2 * sc[l] + sh[l]; \
-                p[48 + l] = o3 * sc[l] + sh[l]; \
+                p[l] = o0; \
+                p[16 + l] = o1; \
+                p[32 + l] = o2; \
+                p[48 + l] = o3; \
             } \
         } \
     }
 
 typedef void (*cw_input_row_fn)(const float *rows, long bw, long tw, float *mid, float *v, long xi_stride);
-typedef void (*cw_output_tile_fn)(const float *m, long xi_stride, const float *sc, const float *sh, float *out);
+typedef void (*cw_output_tile_fn)(const float *m, long xi_stride, long row_stride, float *out);
 
 CW_INPUT_ROW(cw_input_row_plain, )
 CW_OUTPUT_TILE(cw_output_tile_plain, )
@@ -159,14 +159,13 @@ CW_OUTPUT_TILE(cw_output_tile_plain, )
 #define CW_AVX512 __attribute__((target("avx512f,avx512vl,fma")))
 CW_INPUT_ROW(cw_input_row_avx2, CW_AVX2)
 CW_OUTPUT_TILE(cw_output_tile_avx2, CW_AVX2)
-CW_INPUT_ROW(cw_input_row_avx512, CW_AVX512)
 CW_OUTPUT_TILE(cw_output_tile_avx512, CW_AVX512)
 #endif
 
+// (The AVX-512 path has a transform of its own: cw_input_plane_row_avx512 below.)
 static cw_input_row_fn cw_input_row_now(void) {
     switch (cg_isa()) {
 #if defined(__x86_64__)
-    case CG_ISA_AVX512: return cw_input_row_avx512;
     case CG_ISA_AVX2: return cw_input_row_avx2;
 #endif
     default: return cw_input_row_plain;
@@ -187,10 +186,70 @@ static cw_output_tile_fn cw_output_tile_now(void) {
 
 size_t cg_winograd_input_count(const cg_conv *g) { return (size_t)(36 * g->channels * cw_tiles(g)); }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+// Lanes [lo, hi) of a 16-lane mask (empty when hi ≤ lo).
+static inline __mmask16 cw_lane_range(long lo, long hi) {
+    lo = cg_max(0, lo);
+    hi = cg_min(16, hi);
+    return hi <= lo ? (__mmask16)0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+// Row ty of tiles of one channel's plane, AVX-512, 16 tiles to a register: the six input rows a
+// tile row reads are loaded straight from the plane with masked loads (the zero border is the
+// masked-off lanes, so no padded copy is made), Bᵀ is applied down the rows on whole registers
+// of columns, then the columns are split by their place in a tile (4t + j: four-way
+// deinterleaves with permutes) and Bᵀ is applied across; each of the 36 values goes to
+// v + ξ·xi_stride + tx with one masked store per 16 tiles. The scalar path's per-tile loads at
+// a stride of 4 and its row copies cost more than the products the transform feeds.
+CW_AVX512 static void cw_input_plane_row_avx512(const cg_conv *g, const float *plane, long ty, long tw, float *v, long xi_stride) {
+    // Within a pair of registers (tiles 8q … 8q+7): columns 4t + j for j = 0, 2 in the low and
+    // high halves, and for j = 1, 3.
+    const __m512i pick02 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 2, 6, 10, 14, 18, 22, 26, 30);
+    const __m512i pick13 = _mm512_setr_epi32(1, 5, 9, 13, 17, 21, 25, 29, 3, 7, 11, 15, 19, 23, 27, 31);
+    const __m512i low = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    const __m512i high = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    // Lanes 1 … 15 of a, then lane 0 or 1 of b: column 4t + 4 (or + 5) is column 4(t + 1) (+ 1).
+    const __m512i next0 = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
+    const __m512i next1 = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17);
+    const float *rows[6];
+    for (int r = 0; r < 6; r++) {
+        long ih = 4 * ty - g->pad_h + r;
+        rows[r] = ih >= 0 && ih < g->h ? plane + ih * g->w : NULL;
+    }
+    for (long x0 = 0; x0 < tw; x0 += 16) {
+        // Patch column k of tile x0 is input column col0 + k; five registers hold columns
+        // [0, 80) of the 16 tiles' patches (66 are read).
+        long col0 = 4 * x0 - g->pad_w;
+        __m512 e[6][5];
+        for (int q = 0; q < 5; q++) {
+            long start = col0 + 16 * q;
+            __mmask16 inside = cw_lane_range(-start, g->w - start);
+            __m512 d[6];
+            for (int r = 0; r < 6; r++) d[r] = rows[r] && inside ? _mm512_maskz_loadu_ps(inside, rows[r] + start) : _mm512_setzero_ps();
+            CW_BT(d[0], d[1], d[2], d[3], d[4], d[5], e[0][q], e[1][q], e[2][q], e[3][q], e[4][q], e[5][q]);
+        }
+        __mmask16 store = cw_lane_range(0, tw - x0);
+        for (int i = 0; i < 6; i++) {
+            __m512 a = _mm512_permutex2var_ps(e[i][0], pick02, e[i][1]), b = _mm512_permutex2var_ps(e[i][2], pick02, e[i][3]);
+            __m512 c = _mm512_permutex2var_ps(e[i][0], pick13, e[i][1]), d = _mm512_permutex2var_ps(e[i][2], pick13, e[i][3]);
+            __m512 d0 = _mm512_permutex2var_ps(a, low, b), d2 = _mm512_permutex2var_ps(a, high, b);
+            __m512 d1 = _mm512_permutex2var_ps(c, low, d), d3 = _mm512_permutex2var_ps(c, high, d);
+            __m512 d4 = _mm512_permutex2var_ps(d0, next0, e[i][4]), d5 = _mm512_permutex2var_ps(d1, next1, e[i][4]);
+            __m512 o[6];
+            CW_BT(d0, d1, d2, d3, d4, d5, o[0], o[1], o[2], o[3], o[4], o[5]);
+            for (int j = 0; j < 6; j++) _mm512_mask_storeu_ps(v + (i * 6 + j) * xi_stride + x0, store, o[j]);
+        }
+    }
+}
+#endif
+
 size_t cg_winograd_workspace_count(const cg_conv *g) {
     long tw = cw_tiles_w(g);
     size_t input = (size_t)(6 * (4 * tw + 2) + 36 * tw + 32);
-    size_t unit = (size_t)(36 * 2 * cw_band_tiles(g) * 16 + 16 * 16 + 64);
+    // The sums, then four rows of blocked pixels for a row of tiles.
+    size_t unit = (size_t)(36 * 2 * cw_band_tiles(g) * 16 + 4 * 4 * tw * 16 + 64);
     return (input > unit ? input : unit) + 16;
 }
 
@@ -203,6 +262,12 @@ void cg_winograd_input(const cg_conv *g, const float *x, long c0, long c1, float
     long lo = cg_min(bw, cg_max(0, g->pad_w)), hi = cg_max(lo, cg_min(bw, g->w + g->pad_w));
     for (long c = c0; c < c1; c++) {
         const float *plane = x + c * g->h * g->w;
+#if defined(__x86_64__)
+        if (cg_isa() == CG_ISA_AVX512) {
+            for (long ty = 0; ty < th; ty++) cw_input_plane_row_avx512(g, plane, ty, tw, v + c * t + ty * tw, xi_stride);
+            continue;
+        }
+#endif
         for (long ty = 0; ty < th; ty++) {
             for (int r = 0; r < 6; r++) {
                 float *row = rows + r * bw;
@@ -280,19 +345,28 @@ void cg_winograd_conv(const cg_conv *g, const float *v, const float *w, long m, 
                 }
             }
         }
+        // The band's tiles row of tiles by row of tiles: the output transform puts the run's
+        // tiles side by side as four rows of blocked pixels, then the path's finishing of
+        // direct-kernel blocks (the epilogue per vector, a transpose, whole runs of a row stored
+        // at once; with a residual, added while the rows are in cache) writes each pixel row.
         for (long b = 0; b < ob; b++) {
             long channel = (b0 + b) * 16, lanes = cg_min(16, m - channel);
-            float sc[16], sh[16];
-            for (long l = 0; l < 16; l++) {
-                sc[l] = epilogue && epilogue->scale && l < lanes ? epilogue->scale[channel + l] : 1.0f;
-                sh[l] = epilogue && epilogue->shift && l < lanes ? epilogue->shift[channel + l] : 0.0f;
-            }
-            for (long q = t0; q < t1; q++) {
-                long ty = q / tw, tx = q % tw, oh = 4 * ty, ow = 4 * tx;
-                out_fn(acc + b * bstride + (q - t0) * 16, xi_acc, sc, sh, out);
-                long off = channel * n + oh * g->out_w + ow;
-                cg_winograd_store_tile(out, 4, lanes, cg_min(4, g->out_h - oh), cg_min(4, g->out_w - ow), y + off,
-                              epilogue && epilogue->residual ? epilogue->residual + off : NULL, n, g->out_w, epilogue);
+            for (long ty = t0 / tw; ty <= (t1 - 1) / tw; ty++) {
+                long tx0 = cg_max(t0, ty * tw) - ty * tw, tx1 = cg_min(t1, (ty + 1) * tw) - ty * tw;
+                long row_stride = 4 * (tx1 - tx0) * 16;
+                for (long tx = tx0; tx < tx1; tx++) {
+                    out_fn(acc + b * bstride + (ty * tw + tx - t0) * 16, xi_acc, row_stride, out + 4 * (tx - tx0) * 16);
+                }
+                long oh = 4 * ty, ow = 4 * tx0, width = cg_min(g->out_w, 4 * tx1) - ow;
+                for (long i = 0; i < cg_min(4, g->out_h - oh); i++) {
+                    long off = channel * n + (oh + i) * g->out_w + ow;
+                    if (epilogue && epilogue->residual) {
+                        cg_direct_finish_residual(kern, out + i * row_stride, width, lanes, channel, epilogue, y + off,
+                                                  epilogue->residual + off, n);
+                    } else {
+                        kern->direct_finish(out + i * row_stride, width, lanes, channel, epilogue, y + off, n);
+                    }
+                }
             }
         }
     }

@@ -246,6 +246,23 @@ def test_reductions(op, axes, keep, tmp_path):
     assert_close(got, ref, rtol=1e-5, atol=1e-5, what=op)
 
 
+@pytest.mark.parametrize("op", sorted(REDUCE))
+@pytest.mark.parametrize("axes,keep", [([2, 3], False), ([-1], True), ([1, 2, 3], True)])
+def test_reductions_over_trailing_axes(op, axes, keep, tmp_path):
+    """Trailing axes (a global pool's H and W, the last axis) take the interpreter's contiguous
+    path, sums in 16 lanes: runs of 63, 9 and 315 values (whole vectors and a remainder). rtol
+    and atol 1e-5 against float64 NumPy."""
+    x = rng(11).uniform(0.5, 1.5, (2, 5, 7, 9)).astype(np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 5, 7, 9))], opset_version=ct.target.iOS15)
+    def prog(x):
+        return getattr(mb, op)(x=x, axes=axes, keep_dims=keep)
+
+    ref = REDUCE[op](x.astype(np.float64), axis=tuple(axes), keepdims=keep)
+    got = only(run_program(prog, {"x": x}, tmp_path))
+    assert_close(got, ref, rtol=1e-5, atol=1e-5, what=op)
+
+
 @pytest.mark.parametrize("op,ref", [("reduce_argmax", np.argmax), ("reduce_argmin", np.argmin)])
 def test_arg_reductions(op, ref, tmp_path):
     x = rng(11).standard_normal((3, 5)).astype(np.float32)

@@ -4,8 +4,8 @@
 F(4×4, 3×3), algorithm `winograd`; cortado_winograd2.c, F(2×2, 3×3), algorithm `winograd2`);
 which algorithm a layer runs (GEMM, direct, either Winograd) is measured when its first plan is made,
 or forced with CORTADO_CONV_ALGO. Each case here is a NeuralNetwork model built with
-coremltools' builder: odd map sizes (not multiples of the 4×4 tile, 1×1 maps), channel counts
-1, 3, 17, 32, 64, every padding mode (valid with asymmetric borders, same in both asymmetry
+coremltools' builder: odd map sizes (not multiples of the 4×4 tile, 1×1 maps, rows of more than 16
+tiles), channel counts 1, 3, 8, 17, 32, 64, every padding mode (valid with asymmetric borders, same in both asymmetry
 modes), bias, folded batch norm and activations, a folded residual add and a folded 2×2 max
 pooling. Each is checked against a float64 NumPy reference written from the layer definitions,
 rtol 1e-4 and atol 1e-4 × the largest reference value, with the algorithm forced to each Winograd on
@@ -63,6 +63,11 @@ CASES = {
     "c64_26x26_measured": (64, 64, 26, 26, ("same", False), {"bias", "relu"}),
     # More than one group of 8 blocks of 16 output channels (F(2×2)'s units), the last partial.
     "c40_150_13x13_groups": (40, 150, 13, 13, ("same", False), {"bias", "relu"}),
+    # Rows of more than 16 tiles of 4×4 (F(4×4)'s input transform takes 16 to a register, the
+    # last group partial), bands of tiles that end inside a row of tiles, the residual added as
+    # those rows are finished, and a second block of 16 output channels with 8 lanes.
+    "c32_70x70_bands_residual": (32, 32, 70, 70, ("same", False), {"bias", "residual", "relu"}),
+    "c8_24_67x66_asym_bn": (8, 24, 67, 66, ("valid", 1, 2, 2, 0), {"bn", "relu"}),
 }
 
 

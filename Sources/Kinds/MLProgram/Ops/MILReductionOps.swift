@@ -25,7 +25,8 @@ enum MILReductionOps {
                     let out = reduce(f, axes: axes, keep: keep, initial: r.0, combine: r.1, finish: r.2)
                     return [.tensor(MILTensor(ints: out.floats.map { Int($0) }, shape: out.shape, dataType: x.dataType))]
                 }
-                var out = reduce(x, axes: axes, keep: keep, initial: r.0, combine: r.1, finish: r.2)
+                var out = reduce(x, axes: axes, keep: keep, initial: r.0, combine: r.1, finish: r.2,
+                                 summing: name == "reduce_sum" || name == "reduce_mean")
                 out.dataType = x.dataType.isFloat ? x.dataType : .fp32
                 return [.tensor(out)]
             }
@@ -76,13 +77,27 @@ enum MILReductionOps {
         return (Array(Set(axes)).sorted(), keep)
     }
 
-    /// Reduces `x` over `axes`.
+    /// Reduces `x` over `axes`. `summing`: `combine` is the sum (`reduce_sum`, `reduce_mean`),
+    /// which the fast path below adds in vector lanes.
     static func reduce(_ x: MILTensor, axes: [Int], keep: Bool, initial: Float, combine: (Float, Float) -> Float,
-                       finish: (Float, Int) -> Float) -> MILTensor {
+                       finish: (Float, Int) -> Float, summing: Bool = false) -> MILTensor {
         let reduced = Set(axes)
         var outShapeKeep = x.shape
         for a in reduced { outShapeKeep[a] = 1 }
         let outCount = outShapeKeep.reduce(1, *)
+        let shape = keep ? outShapeKeep : x.shape.enumerated().filter { !reduced.contains($0.offset) }.map(\.element)
+        // The trailing axes (a global pool's H and W, a row's last axis): each output reads one
+        // contiguous run, without the index walk below (an op of its own on the interpreter,
+        // such as the mean before a classifier, spent most of its time in that walk).
+        if !reduced.isEmpty, reduced == Set((x.rank - reduced.count)..<x.rank), outCount > 0 {
+            let inner = x.count / outCount
+            let acc = x.floats.withUnsafeBufferPointer { v in
+                (0..<outCount).map { o in
+                    finish(Self.combined(v.baseAddress! + o * inner, count: inner, initial: initial, combine: combine, summing: summing), inner)
+                }
+            }
+            return MILTensor(floats: acc, shape: shape, dataType: x.dataType)
+        }
         var acc = [Float](repeating: initial, count: outCount)
         let outStrides = MILShape.strides(outShapeKeep)
         var eff = [Int](repeating: 0, count: x.rank)
@@ -102,7 +117,27 @@ enum MILReductionOps {
         }
         let n = reduced.reduce(1) { $0 * x.shape[$1] }
         for i in acc.indices { acc[i] = finish(acc[i], n) }
-        let shape = keep ? outShapeKeep : x.shape.enumerated().filter { !reduced.contains($0.offset) }.map(\.element)
         return MILTensor(floats: acc, shape: shape, dataType: x.dataType)
+    }
+
+    /// `count` values from `p` combined onto `initial`: a sum in 16 lanes (then across them),
+    /// anything else in order.
+    private static func combined(_ p: UnsafePointer<Float>, count: Int, initial: Float, combine: (Float, Float) -> Float,
+                                 summing: Bool) -> Float {
+        var a = initial
+        var j = 0
+        if summing {
+            var lanes = SIMD16<Float>()
+            let raw = UnsafeRawPointer(p)
+            while j + 16 <= count {
+                lanes += raw.loadUnaligned(fromByteOffset: j * 4, as: SIMD16<Float>.self)
+                j += 16
+            }
+            a += lanes.sum()
+            while j < count { a += p[j]; j += 1 }
+            return a
+        }
+        while j < count { a = combine(a, p[j]); j += 1 }
+        return a
     }
 }
