@@ -60,10 +60,10 @@ final class NNThreadsTests: XCTestCase {
     /// others on Dispatch).
     func testClaimedRangesCoverEveryUnitOnce() {
         let failures = Atomic<Int>(0)
-        let check: @Sendable (Int, Int, Int) -> Void = { units, slots, minUnits in
+        let check: @Sendable (Int, Int) -> Void = { units, slots in
             let tally = Tally(Swift.max(units, 1)), busy = Tally(Swift.max(slots, 1))
             let ranges = Mutex<[(Int, Int)]>([])
-            NNThreads.claim(units: units, slots: slots, minUnits: minUnits) { u0, u1, slot in
+            NNThreads.claim(units: units, slots: slots) { u0, u1, slot in
                 if slot < 0 || slot >= slots || busy.counts[slot].add(1, ordering: .relaxed).newValue != 1 { failures.add(1, ordering: .relaxed) }
                 for u in u0..<u1 { tally.hit(u) }
                 ranges.withLock { $0.append((u0, u1)) }
@@ -80,16 +80,14 @@ final class NNThreadsTests: XCTestCase {
         }
         for units in [0, 1, 2, 3, 7, 64, 1000] {
             for slots in 1...4 {
-                for minUnits in [1, 3] {
-                    for pause in [0, 200] {
-                        check(units, slots, minUnits)
-                        if pause > 0 { usleep(useconds_t(pause)) }
-                    }
+                for pause in [0, 200] {
+                    check(units, slots)
+                    if pause > 0 { usleep(useconds_t(pause)) }
                 }
             }
         }
         DispatchQueue.concurrentPerform(iterations: 4) { _ in
-            for _ in 0..<100 { check(257, 2, 1) }
+            for _ in 0..<100 { check(257, 2) }
         }
         XCTAssertEqual(failures.load(ordering: .relaxed), 0, "claims that missed or repeated a unit, gave an empty range, shared a slot or split a one-slot section")
     }

@@ -40,19 +40,18 @@ enum NNThreads {
 
 extension NNThreads {
     /// Runs `body(u0, u1, slot)` over `0..<units` on up to `slots` threads. Each slot owns an
-    /// equal contiguous share and works through it from the front in halving ranges (at least
-    /// `minUnits`); a slot whose share is done takes the back half of what is left of the
+    /// equal contiguous share and works through it from the front in halving ranges; a slot whose share is done takes the back half of what is left of the
     /// fullest other share. So a thread that starts late or runs slower (a core shared with
     /// other processes) does less of the work instead of holding up the section, while each
     /// thread keeps to the same rows from layer to layer (its own share), whose data its cache
     /// already holds. `slot` (in `0..<slots`) is the running thread's, for per-thread
     /// scratch; ranges on one slot run one after the other. One slot: a single call.
-    static func claim(units: Int, slots: Int, minUnits: Int = 1, _ body: (Int, Int, Int) -> Void) {
+    static func claim(units: Int, slots: Int, _ body: (Int, Int, Int) -> Void) {
         let slots = Swift.max(1, Swift.min(slots, units))
         if slots <= 1 { if units > 0 { body(0, units, 0) }; return }
         let shares = NNClaimShares(units: units, slots: slots)
         run(workers: slots, finished: { shares.exhausted }) { slot in
-            while let (u0, u1) = shares.claim(slot: slot, minUnits: minUnits) { body(u0, u1, slot) }
+            while let (u0, u1) = shares.claim(slot: slot) { body(u0, u1, slot) }
         }
     }
 }
@@ -87,8 +86,8 @@ final class NNClaimShares: @unchecked Sendable {
 
     /// The next range for `slot`: the front half of its own share's rest, else the back half
     /// of the fullest other share's; nil when every share is taken.
-    func claim(slot: Int, minUnits: Int) -> (Int, Int)? {
-        if let range = take(slot, front: true, minUnits: minUnits) { return range }
+    func claim(slot: Int) -> (Int, Int)? {
+        if let range = take(slot, front: true) { return range }
         while true {
             var victim = -1, most = 0
             for s in 0..<slots where s != slot {
@@ -96,17 +95,17 @@ final class NNClaimShares: @unchecked Sendable {
                 if count > most { most = count; victim = s }
             }
             guard victim >= 0 else { return nil }
-            if let range = take(victim, front: false, minUnits: minUnits) { return range }
+            if let range = take(victim, front: false) { return range }
         }
     }
 
-    /// Half of what is left of share `s` (at least `minUnits`), from its front or its back.
-    private func take(_ s: Int, front: Bool, minUnits: Int) -> (Int, Int)? {
+    /// Half of what is left of share `s` (at least one unit), from its front or its back.
+    private func take(_ s: Int, front: Bool) -> (Int, Int)? {
         var v = left[s].load(ordering: .relaxed)
         while true {
             let lo = v >> 32, hi = v & 0xFFFF_FFFF
             guard lo < hi else { return nil }
-            let count = Swift.min(hi - lo, Swift.max(minUnits, (hi - lo) / 2))
+            let count = Swift.max(1, (hi - lo) / 2)
             let next = front ? (lo + count) << 32 | hi : lo << 32 | (hi - count)
             let (exchanged, original) = left[s].compareExchange(expected: v, desired: next, ordering: .relaxed)
             if exchanged { return front ? (lo, lo + count) : (hi - count, hi) }
