@@ -27,14 +27,18 @@ CV_TARGET static inline __m256i cv_lanes(long n) {
 }
 
 // The epilogue on one vector of finished values: v·s + t, then the activation (as cg_epi1).
-CV_TARGET static inline __m256 cv_epi(__m256 v, __m256 s, __m256 t, const cg_epilogue *e) {
-    v = _mm256_fmadd_ps(v, s, t);
-    if (e->activation == CG_ACT_RELU) return _mm256_max_ps(_mm256_setzero_ps(), v); // NaN and −0 stay, as max(0, v) keeps them
-    if (e->activation == CG_ACT_LEAKY_RELU) {
+// The activation `act` (CG_ACT_*) on v.
+CV_TARGET static inline __m256 cv_act(__m256 v, int act, float alpha) {
+    if (act == CG_ACT_RELU) return _mm256_max_ps(_mm256_setzero_ps(), v); // NaN and −0 stay, as max(0, v) keeps them
+    if (act == CG_ACT_LEAKY_RELU) {
         __m256 negative = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
-        return _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(e->alpha)), negative);
+        return _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(alpha)), negative);
     }
     return v;
+}
+
+CV_TARGET static inline __m256 cv_epi(__m256 v, __m256 s, __m256 t, const cg_epilogue *e) {
+    return cv_act(_mm256_fmadd_ps(v, s, t), (int)e->activation, e->alpha);
 }
 
 // MARK: The 6 × 16 micro-kernel
@@ -295,7 +299,7 @@ CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const i
             }
         }
     }
-    const __m256 zero = _mm256_setzero_ps(), alpha = _mm256_set1_ps(o->alpha);
+    const __m256 zero = _mm256_setzero_ps();
     CV_UNROLL for (int h = 0; h < 2; h++) {
         const long lanes = cg_min(8, o->lanes[0] - 8 * h);
         if (PLANAR && lanes <= 0) break;
@@ -305,8 +309,7 @@ CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const i
             if (p >= NP) { r[p] = zero; continue; }
             __m256 v = _mm256_fmadd_ps(h ? a1[p] : a0[p], s, t);
             if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + 16 * p + 8 * h));
-            if (o->act == CG_ACT_RELU) v = _mm256_max_ps(zero, v); // NaN and −0 stay, as in cv_epi
-            else if (o->act == CG_ACT_LEAKY_RELU) v = _mm256_blendv_ps(v, _mm256_mul_ps(v, alpha), _mm256_cmp_ps(v, zero, _CMP_LT_OQ));
+            v = cv_act(v, o->act, o->alpha);
             if (PLANAR) r[p] = v;
             else _mm256_storeu_ps(y + 16 * p + 8 * h, v);
         }
@@ -432,13 +435,11 @@ CV_TARGET static inline __attribute__((always_inline)) void cv_stem_quads(const 
             cv_stem_fmas(G, _mm256_shuffle_ps(a2, b2, 0x88), wq, at + 32, acc);
         }
     }
-    const __m256 zero = _mm256_setzero_ps(), alpha = _mm256_set1_ps(ep->alpha);
+    const __m256 zero = _mm256_setzero_ps();
     CV_UNROLL for (int o = 0; o < 4 * G; o++) {
         const long ch = 4 * q0 + o;
-        __m256 v = _mm256_fmadd_ps(acc[o], _mm256_broadcast_ss(ep->s + ch), _mm256_broadcast_ss(ep->t + ch));
-        if (ep->act == CG_ACT_RELU) v = _mm256_max_ps(zero, v); // NaN and −0 stay, as in cv_epi
-        else if (ep->act == CG_ACT_LEAKY_RELU) v = _mm256_blendv_ps(v, _mm256_mul_ps(v, alpha), _mm256_cmp_ps(v, zero, _CMP_LT_OQ));
-        acc[o] = ch < real ? v : zero;
+        const __m256 v = _mm256_fmadd_ps(acc[o], _mm256_broadcast_ss(ep->s + ch), _mm256_broadcast_ss(ep->t + ch));
+        acc[o] = ch < real ? cv_act(v, ep->act, ep->alpha) : zero;
     }
     float *row = y + (oh * OW + ow0) * 16;
     CV_UNROLL for (int j = 0; j < G; j++) {
