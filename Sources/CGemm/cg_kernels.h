@@ -204,6 +204,33 @@ typedef int cg_v16i __attribute__((vector_size(64), aligned(4)));
         else if ((act) == CG_ACT_LEAKY_RELU) { cg_v16i neg_ = (v) < (cg_v16){0}; \
             (v) = (cg_v16)(((cg_v16i)(v) & ~neg_) | ((cg_v16i)((v) * (alpha)) & neg_)); } \
     } while (0)
+// Four outputs of a blocked depthwise 3×3 at stride S (a constant) from ow, inside
+// PREFIX_blocked_depthwise (its r0, r1, r2, k0 … k8, tv, pw, act, alpha, out and ahead): output j
+// reads columns S·j, S·j + 1 and S·j + 2 of each row from (S·ow − pw); at stride 1 the four
+// share six columns a row, which the compiler loads once.
+#define CG_DEPTHWISE4(S) do { \
+        const long c_ = ((S) * ow - pw) * 16; \
+        __builtin_prefetch(ahead + c_ + 64); __builtin_prefetch(ahead + c_ + 80); \
+        __builtin_prefetch(ahead + c_ + 96); __builtin_prefetch(ahead + c_ + 112); \
+        cg_v16 v_[4]; \
+        for (int j_ = 0; j_ < 4; j_++) { \
+            const float *q_ = r0 + c_ + 16 * (S) * j_; \
+            v_[j_] = tv + k0 * CG_V16(q_) + k1 * CG_V16(q_ + 16) + k2 * CG_V16(q_ + 32); \
+        } \
+        for (int j_ = 0; j_ < 4; j_++) { \
+            const float *q_ = r1 + c_ + 16 * (S) * j_; \
+            v_[j_] = v_[j_] + k3 * CG_V16(q_) + k4 * CG_V16(q_ + 16) + k5 * CG_V16(q_ + 32); \
+        } \
+        for (int j_ = 0; j_ < 4; j_++) { \
+            const float *q_ = r2 + c_ + 16 * (S) * j_; \
+            v_[j_] += k6 * CG_V16(q_) + k7 * CG_V16(q_ + 16) + k8 * CG_V16(q_ + 32); \
+        } \
+        /* (Stored after every load: a store may alias the input for all the compiler knows.) */ \
+        for (int j_ = 0; j_ < 4; j_++) { \
+            CG_V16_ACT(v_[j_], act, alpha); \
+            *(cg_v16 *)(out + (ow + j_) * 16) = v_[j_]; \
+        } \
+    } while (0)
 #define CG_BLOCKED_KERNELS(PREFIX, TARGET) \
     TARGET static void PREFIX##_blocked_finish(const float *acc, long pixels, const float *s, const float *t, int act, float alpha, \
                                                const float *res, float *dst) { \
@@ -236,56 +263,12 @@ typedef int cg_v16i __attribute__((vector_size(64), aligned(4)));
                 /* Four outputs at a time, each summed as two chains (the first two kernel rows \
                  * from the shift, the third row apart) and the chains added at the end: eight \
                  * independent chains of at most six FMAs keep both FMA pipes fed where one chain \
-                 * of nine per output waited on its own latency. A row's columns are loaded once \
-                 * for the four outputs (six at stride 1, nine at stride 2). */ \
-                /* The row two below r2 (the one the output row after next reads first), fetched \
-                 * while this row computes: the next band's rows come from beyond L2. */ \
+                 * of nine per output waited on its own latency (CG_DEPTHWISE4). The row two \
+                 * below r2 (the one the output row after next reads first) is fetched while \
+                 * this row computes: the next band's rows come from beyond L2. */ \
                 const float *ahead = ih + 4 < H ? r2 + 2 * W * 16 : r2; \
-                for (; sw == 1 && ow + 3 < hi; ow += 4) { \
-                    const long c = (ow - pw) * 16; \
-                    __builtin_prefetch(ahead + c + 64); __builtin_prefetch(ahead + c + 80); \
-                    __builtin_prefetch(ahead + c + 96); __builtin_prefetch(ahead + c + 112); \
-                    cg_v16 p0 = CG_V16(r0 + c), p1 = CG_V16(r0 + c + 16), p2 = CG_V16(r0 + c + 32); \
-                    cg_v16 p3 = CG_V16(r0 + c + 48), p4 = CG_V16(r0 + c + 64), p5 = CG_V16(r0 + c + 80); \
-                    cg_v16 v0 = tv + k0 * p0 + k1 * p1 + k2 * p2, v1 = tv + k0 * p1 + k1 * p2 + k2 * p3; \
-                    cg_v16 v2 = tv + k0 * p2 + k1 * p3 + k2 * p4, v3 = tv + k0 * p3 + k1 * p4 + k2 * p5; \
-                    p0 = CG_V16(r1 + c); p1 = CG_V16(r1 + c + 16); p2 = CG_V16(r1 + c + 32); \
-                    p3 = CG_V16(r1 + c + 48); p4 = CG_V16(r1 + c + 64); p5 = CG_V16(r1 + c + 80); \
-                    v0 = v0 + k3 * p0 + k4 * p1 + k5 * p2; v1 = v1 + k3 * p1 + k4 * p2 + k5 * p3; \
-                    v2 = v2 + k3 * p2 + k4 * p3 + k5 * p4; v3 = v3 + k3 * p3 + k4 * p4 + k5 * p5; \
-                    p0 = CG_V16(r2 + c); p1 = CG_V16(r2 + c + 16); p2 = CG_V16(r2 + c + 32); \
-                    p3 = CG_V16(r2 + c + 48); p4 = CG_V16(r2 + c + 64); p5 = CG_V16(r2 + c + 80); \
-                    const cg_v16 u0 = k6 * p0 + k7 * p1 + k8 * p2, u1 = k6 * p1 + k7 * p2 + k8 * p3; \
-                    const cg_v16 u2 = k6 * p2 + k7 * p3 + k8 * p4, u3 = k6 * p3 + k7 * p4 + k8 * p5; \
-                    v0 += u0; v1 += u1; v2 += u2; v3 += u3; \
-                    CG_V16_ACT(v0, act, alpha); CG_V16_ACT(v1, act, alpha); \
-                    CG_V16_ACT(v2, act, alpha); CG_V16_ACT(v3, act, alpha); \
-                    *(cg_v16 *)(out + ow * 16) = v0; *(cg_v16 *)(out + ow * 16 + 16) = v1; \
-                    *(cg_v16 *)(out + ow * 16 + 32) = v2; *(cg_v16 *)(out + ow * 16 + 48) = v3; \
-                } \
-                for (; sw == 2 && ow + 3 < hi; ow += 4) { \
-                    const long c = (2 * ow - pw) * 16; \
-                    const float *q = r0 + c; \
-                    cg_v16 v0 = tv + k0 * CG_V16(q) + k1 * CG_V16(q + 16) + k2 * CG_V16(q + 32); \
-                    cg_v16 v1 = tv + k0 * CG_V16(q + 32) + k1 * CG_V16(q + 48) + k2 * CG_V16(q + 64); \
-                    cg_v16 v2 = tv + k0 * CG_V16(q + 64) + k1 * CG_V16(q + 80) + k2 * CG_V16(q + 96); \
-                    cg_v16 v3 = tv + k0 * CG_V16(q + 96) + k1 * CG_V16(q + 112) + k2 * CG_V16(q + 128); \
-                    q = r1 + c; \
-                    v0 = v0 + k3 * CG_V16(q) + k4 * CG_V16(q + 16) + k5 * CG_V16(q + 32); \
-                    v1 = v1 + k3 * CG_V16(q + 32) + k4 * CG_V16(q + 48) + k5 * CG_V16(q + 64); \
-                    v2 = v2 + k3 * CG_V16(q + 64) + k4 * CG_V16(q + 80) + k5 * CG_V16(q + 96); \
-                    v3 = v3 + k3 * CG_V16(q + 96) + k4 * CG_V16(q + 112) + k5 * CG_V16(q + 128); \
-                    q = r2 + c; \
-                    const cg_v16 u0 = k6 * CG_V16(q) + k7 * CG_V16(q + 16) + k8 * CG_V16(q + 32); \
-                    const cg_v16 u1 = k6 * CG_V16(q + 32) + k7 * CG_V16(q + 48) + k8 * CG_V16(q + 64); \
-                    const cg_v16 u2 = k6 * CG_V16(q + 64) + k7 * CG_V16(q + 80) + k8 * CG_V16(q + 96); \
-                    const cg_v16 u3 = k6 * CG_V16(q + 96) + k7 * CG_V16(q + 112) + k8 * CG_V16(q + 128); \
-                    v0 += u0; v1 += u1; v2 += u2; v3 += u3; \
-                    CG_V16_ACT(v0, act, alpha); CG_V16_ACT(v1, act, alpha); \
-                    CG_V16_ACT(v2, act, alpha); CG_V16_ACT(v3, act, alpha); \
-                    *(cg_v16 *)(out + ow * 16) = v0; *(cg_v16 *)(out + ow * 16 + 16) = v1; \
-                    *(cg_v16 *)(out + ow * 16 + 32) = v2; *(cg_v16 *)(out + ow * 16 + 48) = v3; \
-                } \
+                for (; sw == 1 && ow + 3 < hi; ow += 4) CG_DEPTHWISE4(1); \
+                for (; sw == 2 && ow + 3 < hi; ow += 4) CG_DEPTHWISE4(2); \
                 /* Stride 1: two outputs at a time, from the four input columns they share (two \
                  * chains of FMAs in flight, a third fewer loads). */ \
                 for (; sw == 1 && ow + 1 < hi; ow += 2) { \
