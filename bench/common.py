@@ -147,6 +147,42 @@ def write_summary(path, benchmark, description, results):
         json.dump({"benchmark": benchmark, "description": description, "results": results}, f, indent=1)
 
 
+def add_avx2_host_arg(parser):
+    parser.add_argument("--avx2-host", action="store_true",
+                        help="run the whole benchmark (Cortado, onnxruntime, OpenVINO, NumPy) as on an AVX2 + FMA "
+                             "host: bench/avx2_host.c, preloaded, hides AVX-512, AMX and AVX-VNNI from cpuid "
+                             "(needs the cpuid_fault CPU flag), so every engine picks its AVX2 kernels itself")
+
+
+def enter_avx2_host(args):
+    """With --avx2-host: builds bench/avx2_host.c (into .build/, with cc) and runs this script
+    again under it (LD_PRELOAD, inherited by the `cortado` processes it starts), unless it is
+    already running so. Exits when the CPU cannot fault cpuid, rather than time the wide paths
+    under an AVX2 label."""
+    if not getattr(args, "avx2_host", False):
+        return
+    state = os.environ.get("CORTADO_AVX2_HOST")
+    if state == "masked":
+        return
+    if state == "unavailable":
+        sys.exit("--avx2-host: this CPU or kernel cannot fault cpuid (no cpuid_fault in /proc/cpuinfo): "
+                 "nothing can be hidden; CORTADO_ISA=avx2 (--isa avx2) forces Cortado's path alone")
+    source = os.path.join(ROOT, "bench", "avx2_host.c")
+    library = os.path.join(ROOT, ".build", "avx2_host.so")
+    if not os.path.exists(library) or os.path.getmtime(library) < os.path.getmtime(source):
+        os.makedirs(os.path.dirname(library), exist_ok=True)
+        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-o", library, source], check=True)
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = " ".join(filter(None, [library, env.get("LD_PRELOAD")]))
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def avx2_host_label():
+    """A note for the CPU line when this process runs under bench/avx2_host.c (--avx2-host)."""
+    return ", AVX-512 hidden by --avx2-host" if os.environ.get("CORTADO_AVX2_HOST") == "masked" else ""
+
+
 def cpu_model():
     """The CPU model /proc/cpuinfo names (figures are quoted with it)."""
     try:
@@ -172,6 +208,8 @@ def kernel_path():
         for line in open("/proc/cpuinfo"):
             if line.startswith("flags"):
                 flags = set(line.split(":", 1)[1].split())
+                if avx2_host_label():
+                    flags -= {"avx512f", "avx512vl"}
                 best = "avx512" if {"avx512f", "avx512vl", "fma"} <= flags else ("avx2" if {"avx2", "fma"} <= flags else "portable")
                 break
     except OSError:
@@ -185,7 +223,8 @@ def cpu_flags():
         for line in open("/proc/cpuinfo"):
             if line.startswith("flags"):
                 flags = set(line.split(":", 1)[1].split())
-                return "AVX-512" if "avx512f" in flags else ("AVX2+FMA" if "avx2" in flags else "SSE")
+                widest = "AVX-512" if "avx512f" in flags else ("AVX2+FMA" if "avx2" in flags else "SSE")
+                return widest + avx2_host_label()
     except OSError:
         pass
     return "?"

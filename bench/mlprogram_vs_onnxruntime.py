@@ -266,7 +266,9 @@ def main():
     p.add_argument("--summary")
     p.add_argument("--baseline", help="also time this other cortado build (folder or executable), alternating rounds")
     p.add_argument("--nets", nargs="+", choices=["cnn", "transformer"], default=["cnn", "transformer"])
+    common.add_avx2_host_arg(p)
     a = p.parse_args()
+    common.enter_avx2_host(a)
     exe = common.resolve_bin(a.bin, "cortado")
     base = common.resolve_bin(a.baseline, "cortado") if a.baseline else None
     common.quiet_coremltools()

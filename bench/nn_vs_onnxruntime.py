@@ -321,7 +321,9 @@ def main():
     p.add_argument("--cases", nargs="+", choices=["yolo", "detector", "detector-mlprogram", "mlp"],
                    default=["yolo", "detector", "detector-mlprogram", "mlp"],
                    help="networks to time (default all)")
+    common.add_avx2_host_arg(p)
     a = p.parse_args()
+    common.enter_avx2_host(a)
     global DEFAULT_ENV
     if a.isa:
         DEFAULT_ENV = isa_env(a.isa)

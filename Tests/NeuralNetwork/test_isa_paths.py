@@ -69,6 +69,30 @@ def test_report_names_the_forced_path(isa, tmp_path, monkeypatch):
     assert got["cpu"]
 
 
+def test_an_avx2_host_is_detected_from_cpuid(tmp_path, monkeypatch):
+    """On a CPU that can fault `cpuid` (flag cpuid_fault), bench/avx2_host.c, preloaded, hides
+    AVX-512 as an AVX2-only host (AMD Zen 3) lacks it: Cortado then picks the avx2 path from the
+    CPU's features alone, with no CORTADO_ISA, and a convolution with its folded steps still
+    agrees with NumPy. `bench/nn_vs_onnxruntime.py --avx2-host` times every engine so."""
+    flags = next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "").split()
+    if "avx512f" not in flags or "cpuid_fault" not in flags:
+        pytest.skip("needs an AVX-512 CPU that can fault cpuid")
+    library = tmp_path / "avx2_host.so"
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(library), str(REPO / "bench" / "avx2_host.c")], check=True)
+    monkeypatch.delenv("CORTADO_ISA", raising=False)
+    monkeypatch.setenv("LD_PRELOAD", str(library))
+    b = builder([("x", (8,))], [("y", (4,))])
+    b.add_inner_product("fc", rng(3).normal(size=(4, 8)), None, 8, 4, has_bias=False, input_name="x", output_name="y")
+    model = save(b, tmp_path)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"x": array_json(rng(4).normal(size=8))}) + "\n")
+    done = subprocess.run(cortado_command() + ["report", str(model), "--input", str(rows), "--iterations", "2", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["kernelPath"] == "avx2"
+    gemm_paths.test_small_convolution_with_folded_steps("direct", 40, 13, 70, 3, 1, tmp_path, monkeypatch)
+
+
 # ---------------------------------------------------------------- AVX2 forced
 
 @pytest.mark.parametrize("conv", ["direct", "gemm"])
