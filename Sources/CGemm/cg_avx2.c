@@ -278,10 +278,13 @@ CV_TARGET static inline void cv_transpose8(__m256 r[8]) {
 // blocked tiles, but over all k channels (the input's blocks in turn) with the sums in
 // registers, finished there and stored: no sums buffer is written and read back. PLANAR: each
 // half block's NP pixels are transposed (8 × 8, the pixels past NP zeros) into the rows of its
-// channels, ystride floats apart, and only the block's o->lanes[0] channels are stored.
-CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const int NP, const int PLANAR, long k, const float *x,
-                                                                         long xstride, const float *w, const cg_blocked_out *o,
-                                                                         const float *res, float *y, long ystride) {
+// channels, ystride floats apart, and only the block's o->lanes[0] channels are stored. HALF: the
+// block holds at most 8 channels (24 channels: the second block), so only its first half is
+// summed (a 24-channel layer: a quarter fewer FMAs) and a blocked output's other half is written 0.
+CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const int NP, const int PLANAR, const int HALF, long k,
+                                                                         const float *x, long xstride, const float *w,
+                                                                         const cg_blocked_out *o, const float *res, float *y,
+                                                                         long ystride) {
     __m256 a0[CV_NP], a1[CV_NP];
     CV_UNROLL for (int p = 0; p < NP; p++) {
         a0[p] = _mm256_setzero_ps();
@@ -291,16 +294,19 @@ CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const i
         const long cn = cg_min(16, k - c0);
         const float *wc = w + 16 * c0;
         for (long c = 0; c < cn; c++) {
-            __m256 v0 = _mm256_loadu_ps(wc + 16 * c), v1 = _mm256_loadu_ps(wc + 16 * c + 8);
+            __m256 v0 = _mm256_loadu_ps(wc + 16 * c), v1 = HALF ? v0 : _mm256_loadu_ps(wc + 16 * c + 8);
             CV_UNROLL for (int p = 0; p < NP; p++) {
                 __m256 b = _mm256_broadcast_ss(x + c + 16 * p);
                 a0[p] = _mm256_fmadd_ps(v0, b, a0[p]);
-                a1[p] = _mm256_fmadd_ps(v1, b, a1[p]);
+                if (!HALF) a1[p] = _mm256_fmadd_ps(v1, b, a1[p]);
             }
         }
     }
     const __m256 zero = _mm256_setzero_ps();
-    CV_UNROLL for (int h = 0; h < 2; h++) {
+    if (HALF && !PLANAR) {
+        CV_UNROLL for (int p = 0; p < NP; p++) _mm256_storeu_ps(y + 16 * p + 8, zero);
+    }
+    CV_UNROLL for (int h = 0; h < (HALF ? 1 : 2); h++) {
         const long lanes = cg_min(8, o->lanes[0] - 8 * h);
         if (PLANAR && lanes <= 0) break;
         const __m256 s = _mm256_loadu_ps(o->s + 8 * h), t = _mm256_loadu_ps(o->t + 8 * h);
@@ -325,7 +331,8 @@ CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const i
                                                        const cg_blocked_out *o, const float *res, long rstride, float *y, \
                                                        long ystride) { \
         (void)wstride; (void)rstride; \
-        cv_pointwise(NP, PLANAR, k, x, xstride, w, o, res, y, ystride); \
+        if (o->lanes[0] <= 8) cv_pointwise(NP, PLANAR, 1, k, x, xstride, w, o, res, y, ystride); \
+        else cv_pointwise(NP, PLANAR, 0, k, x, xstride, w, o, res, y, ystride); \
     }
 CV_WIDTHS(CV_POINTWISE_DEFINE, 0)
 CV_WIDTHS(CV_POINTWISE_DEFINE, 1)
@@ -365,6 +372,7 @@ CG_DEPTHWISE_PLANE(cv_depthwise_plane, CV_TARGET)
 // MARK: The channel-blocked layout
 
 CG_BLOCKED_KERNELS(cv, CV_TARGET)
+CG_BLOCKED_DEPTHWISE(cv_blocked_depthwise8, CV_TARGET, cg_v8, cg_v8i)
 
 // MARK: A stem of few input channels (3×3, stride 2)
 
@@ -503,6 +511,7 @@ const cg_kernels cg_kernels_avx2 = {
     .blocked_tiles = cv_blocked_tiles,
     .blocked_finish = cv_blocked_finish,
     .blocked_depthwise = cv_blocked_depthwise,
+    .blocked_depthwise8 = cv_blocked_depthwise8,
     .blocked_stem = cv_blocked_stem,
     .blocked_pointwise = cv_pointwise_tiles,
     .blocked_pointwise_planar = cv_pointwise_planar_tiles,

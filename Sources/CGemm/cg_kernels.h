@@ -95,6 +95,9 @@ typedef struct {
     const cd_tile_fn (*blocked_tiles)[2][CD_NP_MAX];
     cg_blocked_finish_fn blocked_finish;
     cg_blocked_depthwise_fn blocked_depthwise;
+    // The same for a block of at most 8 channels, on half the registers (NULL where a block is
+    // one register: the whole-block kernel runs it).
+    cg_blocked_depthwise_fn blocked_depthwise8;
     // The stem of few input channels into the blocked layout (NULL: the direct kernel runs it).
     cg_blocked_stem_fn blocked_stem;
     // Pointwise tiles, [blocks − 1][pixels − 1] up to direct_np pixels (NULL: the blocked tiles
@@ -191,65 +194,66 @@ static inline float cg_epi_shift(const cg_epilogue *e, long ch) { return e->shif
         } \
     }
 
-// The blocked layout's finish and depthwise kernels of one path (cg_blocked_finish_fn,
-// cg_blocked_depthwise_fn), named PREFIX_blocked_finish / PREFIX_blocked_depthwise and compiled
-// with TARGET: written once on a 16-lane vector type, which each target lowers to its own
-// registers (one zmm, two ymm, four xmm or NEON q registers).
 typedef float cg_v16 __attribute__((vector_size(64), aligned(4)));
 typedef int cg_v16i __attribute__((vector_size(64), aligned(4)));
+// Eight lanes (one ymm): the depthwise kernel of a block's first half, on paths where a block of
+// 16 lanes is two registers and the channels past the eighth are padding (24 channels: the second
+// block holds 8).
+typedef float cg_v8 __attribute__((vector_size(32), aligned(4)));
+typedef int cg_v8i __attribute__((vector_size(32), aligned(4)));
 #define CG_V16(p) (*(const cg_v16 *)(p))
-// The activation on v: ReLU keeps NaN and −0 (v < 0 only is replaced), as cg_epi1.
-#define CG_V16_ACT(v, act, alpha) do { \
-        if ((act) == CG_ACT_RELU) { cg_v16i neg_ = (v) < (cg_v16){0}; (v) = (cg_v16)((cg_v16i)(v) & ~neg_); } \
-        else if ((act) == CG_ACT_LEAKY_RELU) { cg_v16i neg_ = (v) < (cg_v16){0}; \
-            (v) = (cg_v16)(((cg_v16i)(v) & ~neg_) | ((cg_v16i)((v) * (alpha)) & neg_)); } \
+// The activation on v (of vector type V, integer twin VI): ReLU keeps NaN and −0 (v < 0 only is
+// replaced), as cg_epi1.
+#define CG_V_ACT(V, VI, v, act, alpha) do { \
+        if ((act) == CG_ACT_RELU) { VI neg_ = (v) < (V){0}; (v) = (V)((VI)(v) & ~neg_); } \
+        else if ((act) == CG_ACT_LEAKY_RELU) { VI neg_ = (v) < (V){0}; \
+            (v) = (V)(((VI)(v) & ~neg_) | ((VI)((v) * (alpha)) & neg_)); } \
     } while (0)
-// Four outputs of a blocked depthwise 3×3 at stride S (a constant) from ow, inside
-// PREFIX_blocked_depthwise (its r0, r1, r2, k0 … k8, tv, pw, act, alpha, out and ahead): output j
-// reads columns S·j, S·j + 1 and S·j + 2 of each row from (S·ow − pw); at stride 1 the four
-// share six columns a row, which the compiler loads once.
-#define CG_DEPTHWISE4(S) do { \
+#define CG_V16_ACT(v, act, alpha) CG_V_ACT(cg_v16, cg_v16i, v, act, alpha)
+// One output pixel's vector v of type V stored at p (16 floats a pixel); with 8-lane vectors the
+// block's other 8 lanes are written 0, as lanes past a layer's channels are everywhere.
+#define CG_DW_STORE(V, p, v) do { \
+        *(V *)(p) = (v); \
+        if (sizeof(V) < 64) *(V *)((p) + 8) = (V){0}; \
+    } while (0)
+// Four outputs of a blocked depthwise 3×3 at stride S (a constant) from ow, on vectors of type V,
+// inside a CG_BLOCKED_DEPTHWISE kernel (its r0, r1, r2, k0 … k8, tv, pw, act, alpha, out and
+// ahead): output j reads columns S·j, S·j + 1 and S·j + 2 of each row from (S·ow − pw); at stride
+// 1 the four share six columns a row, which the compiler loads once.
+#define CG_DEPTHWISE4(V, VI, S) do { \
         const long c_ = ((S) * ow - pw) * 16; \
         __builtin_prefetch(ahead + c_ + 64); __builtin_prefetch(ahead + c_ + 80); \
         __builtin_prefetch(ahead + c_ + 96); __builtin_prefetch(ahead + c_ + 112); \
-        cg_v16 v_[4]; \
+        V v_[4]; \
         for (int j_ = 0; j_ < 4; j_++) { \
             const float *q_ = r0 + c_ + 16 * (S) * j_; \
-            v_[j_] = tv + k0 * CG_V16(q_) + k1 * CG_V16(q_ + 16) + k2 * CG_V16(q_ + 32); \
+            v_[j_] = tv + k0 * *(const V *)q_ + k1 * *(const V *)(q_ + 16) + k2 * *(const V *)(q_ + 32); \
         } \
         for (int j_ = 0; j_ < 4; j_++) { \
             const float *q_ = r1 + c_ + 16 * (S) * j_; \
-            v_[j_] = v_[j_] + k3 * CG_V16(q_) + k4 * CG_V16(q_ + 16) + k5 * CG_V16(q_ + 32); \
+            v_[j_] = v_[j_] + k3 * *(const V *)q_ + k4 * *(const V *)(q_ + 16) + k5 * *(const V *)(q_ + 32); \
         } \
         for (int j_ = 0; j_ < 4; j_++) { \
             const float *q_ = r2 + c_ + 16 * (S) * j_; \
-            v_[j_] += k6 * CG_V16(q_) + k7 * CG_V16(q_ + 16) + k8 * CG_V16(q_ + 32); \
+            v_[j_] += k6 * *(const V *)q_ + k7 * *(const V *)(q_ + 16) + k8 * *(const V *)(q_ + 32); \
         } \
         /* (Stored after every load: a store may alias the input for all the compiler knows.) */ \
         for (int j_ = 0; j_ < 4; j_++) { \
-            CG_V16_ACT(v_[j_], act, alpha); \
-            *(cg_v16 *)(out + (ow + j_) * 16) = v_[j_]; \
+            CG_V_ACT(V, VI, v_[j_], act, alpha); \
+            CG_DW_STORE(V, out + (ow + j_) * 16, v_[j_]); \
         } \
     } while (0)
-#define CG_BLOCKED_KERNELS(PREFIX, TARGET) \
-    TARGET static void PREFIX##_blocked_finish(const float *acc, long pixels, const float *s, const float *t, int act, float alpha, \
-                                               const float *res, float *dst) { \
-        const cg_v16 sv = CG_V16(s), tv = CG_V16(t); \
-        for (long q = 0; q < pixels; q++) { \
-            cg_v16 v = CG_V16(acc + 16 * q) * sv + tv; \
-            if (res) v += CG_V16(res + 16 * q); \
-            CG_V16_ACT(v, act, alpha); \
-            *(cg_v16 *)(dst + 16 * q) = v; \
-        } \
-    } \
-    TARGET static void PREFIX##_blocked_depthwise(const cg_conv *g, const float *x, const float *w, const float *s, const float *t, \
-                                                  int act, float alpha, long oh0, long oh1, float *y) { \
+// A blocked depthwise 3×3 (cg_blocked_depthwise_fn) named NAME, compiled with TARGET, on vectors
+// of type V (integer twin VI): cg_v16 for whole blocks, cg_v8 for a block of at most 8 channels.
+#define CG_BLOCKED_DEPTHWISE(NAME, TARGET, V, VI) \
+    TARGET static void NAME(const cg_conv *g, const float *x, const float *w, const float *s, const float *t, int act, float alpha, \
+                            long oh0, long oh1, float *y) { \
         const long H = g->h, W = g->w, OW = g->out_w, sh = g->sh, sw = g->sw, ph = g->pad_h, pw = g->pad_w; \
         /* The scale folded into the weights: an output is the shift and nine FMAs. */ \
-        const cg_v16 sv = CG_V16(s), tv = CG_V16(t); \
-        const cg_v16 k0 = CG_V16(w) * sv, k1 = CG_V16(w + 16) * sv, k2 = CG_V16(w + 32) * sv, k3 = CG_V16(w + 48) * sv; \
-        const cg_v16 k4 = CG_V16(w + 64) * sv, k5 = CG_V16(w + 80) * sv, k6 = CG_V16(w + 96) * sv, k7 = CG_V16(w + 112) * sv; \
-        const cg_v16 k8 = CG_V16(w + 128) * sv; \
+        const V sv = *(const V *)s, tv = *(const V *)t; \
+        const V k0 = *(const V *)w * sv, k1 = *(const V *)(w + 16) * sv, k2 = *(const V *)(w + 32) * sv; \
+        const V k3 = *(const V *)(w + 48) * sv, k4 = *(const V *)(w + 64) * sv, k5 = *(const V *)(w + 80) * sv; \
+        const V k6 = *(const V *)(w + 96) * sv, k7 = *(const V *)(w + 112) * sv, k8 = *(const V *)(w + 128) * sv; \
         /* Output columns [lo, hi) read only columns inside the input. */ \
         long lo = cg_min(OW, (pw + sw - 1) / sw), hi = W - 3 + pw >= 0 ? cg_min(OW, (W - 3 + pw) / sw + 1) : 0; \
         if (hi < lo) hi = lo; \
@@ -267,49 +271,68 @@ typedef int cg_v16i __attribute__((vector_size(64), aligned(4)));
                  * below r2 (the one the output row after next reads first) is fetched while \
                  * this row computes: the next band's rows come from beyond L2. */ \
                 const float *ahead = ih + 4 < H ? r2 + 2 * W * 16 : r2; \
-                for (; sw == 1 && ow + 3 < hi; ow += 4) CG_DEPTHWISE4(1); \
-                for (; sw == 2 && ow + 3 < hi; ow += 4) CG_DEPTHWISE4(2); \
+                for (; sw == 1 && ow + 3 < hi; ow += 4) CG_DEPTHWISE4(V, VI, 1); \
+                for (; sw == 2 && ow + 3 < hi; ow += 4) CG_DEPTHWISE4(V, VI, 2); \
                 /* Stride 1: two outputs at a time, from the four input columns they share (two \
                  * chains of FMAs in flight, a third fewer loads). */ \
                 for (; sw == 1 && ow + 1 < hi; ow += 2) { \
                     const long c = (ow - pw) * 16; \
-                    const cg_v16 a0 = CG_V16(r0 + c), a1 = CG_V16(r0 + c + 16), a2 = CG_V16(r0 + c + 32), a3 = CG_V16(r0 + c + 48); \
-                    const cg_v16 b0 = CG_V16(r1 + c), b1 = CG_V16(r1 + c + 16), b2 = CG_V16(r1 + c + 32), b3 = CG_V16(r1 + c + 48); \
-                    const cg_v16 d0 = CG_V16(r2 + c), d1 = CG_V16(r2 + c + 16), d2 = CG_V16(r2 + c + 32), d3 = CG_V16(r2 + c + 48); \
-                    cg_v16 v = tv + k0 * a0 + k1 * a1 + k2 * a2 + k3 * b0 + k4 * b1 + k5 * b2 + k6 * d0 + k7 * d1 + k8 * d2; \
-                    cg_v16 u = tv + k0 * a1 + k1 * a2 + k2 * a3 + k3 * b1 + k4 * b2 + k5 * b3 + k6 * d1 + k7 * d2 + k8 * d3; \
-                    CG_V16_ACT(v, act, alpha); \
-                    CG_V16_ACT(u, act, alpha); \
-                    *(cg_v16 *)(out + ow * 16) = v; \
-                    *(cg_v16 *)(out + ow * 16 + 16) = u; \
+                    const V a0 = *(const V *)(r0 + c), a1 = *(const V *)(r0 + c + 16), a2 = *(const V *)(r0 + c + 32), \
+                            a3 = *(const V *)(r0 + c + 48); \
+                    const V b0 = *(const V *)(r1 + c), b1 = *(const V *)(r1 + c + 16), b2 = *(const V *)(r1 + c + 32), \
+                            b3 = *(const V *)(r1 + c + 48); \
+                    const V d0 = *(const V *)(r2 + c), d1 = *(const V *)(r2 + c + 16), d2 = *(const V *)(r2 + c + 32), \
+                            d3 = *(const V *)(r2 + c + 48); \
+                    V v = tv + k0 * a0 + k1 * a1 + k2 * a2 + k3 * b0 + k4 * b1 + k5 * b2 + k6 * d0 + k7 * d1 + k8 * d2; \
+                    V u = tv + k0 * a1 + k1 * a2 + k2 * a3 + k3 * b1 + k4 * b2 + k5 * b3 + k6 * d1 + k7 * d2 + k8 * d3; \
+                    CG_V_ACT(V, VI, v, act, alpha); \
+                    CG_V_ACT(V, VI, u, act, alpha); \
+                    CG_DW_STORE(V, out + ow * 16, v); \
+                    CG_DW_STORE(V, out + ow * 16 + 16, u); \
                 } \
                 for (; ow < hi; ow++) { \
                     const long c = (ow * sw - pw) * 16; \
-                    cg_v16 v = tv + k0 * CG_V16(r0 + c) + k1 * CG_V16(r0 + c + 16) + k2 * CG_V16(r0 + c + 32) + \
-                               k3 * CG_V16(r1 + c) + k4 * CG_V16(r1 + c + 16) + k5 * CG_V16(r1 + c + 32) + \
-                               k6 * CG_V16(r2 + c) + k7 * CG_V16(r2 + c + 16) + k8 * CG_V16(r2 + c + 32); \
-                    CG_V16_ACT(v, act, alpha); \
-                    *(cg_v16 *)(out + ow * 16) = v; \
+                    V v = tv + k0 * *(const V *)(r0 + c) + k1 * *(const V *)(r0 + c + 16) + k2 * *(const V *)(r0 + c + 32) + \
+                          k3 * *(const V *)(r1 + c) + k4 * *(const V *)(r1 + c + 16) + k5 * *(const V *)(r1 + c + 32) + \
+                          k6 * *(const V *)(r2 + c) + k7 * *(const V *)(r2 + c + 16) + k8 * *(const V *)(r2 + c + 32); \
+                    CG_V_ACT(V, VI, v, act, alpha); \
+                    CG_DW_STORE(V, out + ow * 16, v); \
                 } \
             } \
             /* Pixels whose window crosses the border: the taps inside the input only. */ \
-            const cg_v16 k[9] = {k0, k1, k2, k3, k4, k5, k6, k7, k8}; \
+            const V k[9] = {k0, k1, k2, k3, k4, k5, k6, k7, k8}; \
             for (long ow = 0; ow < OW; ow++) { \
                 if (inner && ow == lo && hi > lo) { ow = hi - 1; continue; } \
-                cg_v16 v = tv; \
+                V v = tv; \
                 const long iw0 = ow * sw - pw; \
                 for (long i = 0; i < 3; i++) { \
                     if (ih + i < 0 || ih + i >= H) continue; \
                     const float *row = x + (ih + i) * W * 16; \
                     for (long j = 0; j < 3; j++) { \
                         if (iw0 + j < 0 || iw0 + j >= W) continue; \
-                        v += k[3 * i + j] * CG_V16(row + (iw0 + j) * 16); \
+                        v += k[3 * i + j] * *(const V *)(row + (iw0 + j) * 16); \
                     } \
                 } \
-                CG_V16_ACT(v, act, alpha); \
-                *(cg_v16 *)(out + ow * 16) = v; \
+                CG_V_ACT(V, VI, v, act, alpha); \
+                CG_DW_STORE(V, out + ow * 16, v); \
             } \
         } \
     }
+// The blocked layout's finish and depthwise kernels of one path (cg_blocked_finish_fn,
+// cg_blocked_depthwise_fn), named PREFIX_blocked_finish / PREFIX_blocked_depthwise and compiled
+// with TARGET: written once on a 16-lane vector type, which each target lowers to its own
+// registers (one zmm, two ymm, four xmm or NEON q registers).
+#define CG_BLOCKED_KERNELS(PREFIX, TARGET) \
+    TARGET static void PREFIX##_blocked_finish(const float *acc, long pixels, const float *s, const float *t, int act, float alpha, \
+                                               const float *res, float *dst) { \
+        const cg_v16 sv = CG_V16(s), tv = CG_V16(t); \
+        for (long q = 0; q < pixels; q++) { \
+            cg_v16 v = CG_V16(acc + 16 * q) * sv + tv; \
+            if (res) v += CG_V16(res + 16 * q); \
+            CG_V16_ACT(v, act, alpha); \
+            *(cg_v16 *)(dst + 16 * q) = v; \
+        } \
+    } \
+    CG_BLOCKED_DEPTHWISE(PREFIX##_blocked_depthwise, TARGET, cg_v16, cg_v16i)
 
 #endif

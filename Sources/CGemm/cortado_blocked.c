@@ -206,6 +206,12 @@ void cg_blocked_direct_conv(const cg_conv *g, const float *x, int x_blocked, con
 
 // MARK: A depthwise 3×3 and the 1×1 convolution after it
 
+// The depthwise kernel for a block holding `lanes` channels: the path's half-width one when
+// they fit it.
+static inline cg_blocked_depthwise_fn cb_depthwise_of(const cg_kernels *kern, long lanes) {
+    return lanes <= 8 && kern->blocked_depthwise8 ? kern->blocked_depthwise8 : kern->blocked_depthwise;
+}
+
 // Output rows per unit: about CB_SEPARABLE_PIXELS pixels (the band's depthwise output for 96
 // channels, 96 KB, and two blocks' sums stay in L2).
 #define CB_SEPARABLE_PIXELS 256
@@ -238,8 +244,8 @@ void cg_blocked_separable(const cg_conv *gd, const float *x, const float *wd, co
             float s[16], t[16], alpha;
             int act;
             cb_lanes(ed, b * 16, cg_min(16, gd->channels - b * 16), s, t, &act, &alpha);
-            kern->blocked_depthwise(gd, x + b * in_plane, wd + b * 144, s, t, act, alpha, oh0, oh1,
-                                    mid + b * count * ow * 16 - oh0 * ow * 16);
+            cb_depthwise_of(kern, gd->channels - b * 16)(gd, x + b * in_plane, wd + b * 144, s, t, act, alpha, oh0, oh1,
+                                                         mid + b * count * ow * 16 - oh0 * ow * 16);
         }
         // The 1×1 layer over that image, pair of output blocks by pair.
         cg_conv g1 = *gp;
@@ -290,7 +296,7 @@ void cg_blocked_depthwise3x3(const cg_conv *g, const float *x, const float *w, l
         float s[16], t[16], alpha;
         int act;
         cb_lanes(epilogue, b * 16, cg_min(16, g->channels - b * 16), s, t, &act, &alpha);
-        kern->blocked_depthwise(g, x + b * in_plane, w + b * 144, s, t, act, alpha, oh0, oh1, y + b * out_plane);
+        cb_depthwise_of(kern, g->channels - b * 16)(g, x + b * in_plane, w + b * 144, s, t, act, alpha, oh0, oh1, y + b * out_plane);
     }
 }
 
