@@ -376,122 +376,96 @@ CG_BLOCKED_DEPTHWISE(cv_blocked_depthwise8, CV_TARGET, cg_v8, cg_v8i)
 
 // MARK: A stem of few input channels (3×3, stride 2)
 
-// The lanes of an 8-lane mask whose row elements [start, start + 8) lie inside [0, w).
-CV_TARGET static inline __m256i cv_inside(long start, long w) {
-    return _mm256_andnot_si256(cv_lanes(-start), cv_lanes(w - start));
-}
-
-// The output pixel each lane of a stem accumulator holds. The stride-2 taps are split from two
-// loaded vectors by in-lane shuffles only (even or odd elements of each 128-bit half), which
-// leaves the two halves' pixels interleaved; every tap is split alike, so the order is put
-// right once, at the store, instead of with a lane-crossing permute per tap.
-static const long cv_stem_pixel[8] = {0, 1, 4, 5, 2, 3, 6, 7};
-
 // A stem call's epilogue, made once per call: channel o's scale and shift (1 and 0 where the
-// epilogue has none), the activation. Read from this local copy, the values are not reloaded
-// through the epilogue's pointers after every store of a pass (the stores could alias them).
+// epilogue has none or o is past the layer's channels), the activation. Read from this local
+// copy, the values are not reloaded through the epilogue's pointers after every store (the
+// stores could alias them).
 typedef struct {
     float s[24], t[24];
     int act;
     float alpha;
 } cv_stem_epi;
 
-// One tap's FMAs for G quads of output channels: quad j's channel l weighs wq[j][at + l].
-CV_TARGET static inline __attribute__((always_inline)) void cv_stem_fmas(const int G, __m256 tap, const float *const wq[3], long at,
-                                                                         __m256 acc[12]) {
-    CV_UNROLL for (int o = 0; o < 4 * G; o++) acc[o] = _mm256_fmadd_ps(tap, _mm256_broadcast_ss(wq[o / 4] + at + o % 4), acc[o]);
-}
-// A row's 8 values at p, loaded in full when the group's columns lie inside the input, else
-// with the lanes of mask m only (the others read as zeros).
-#define CV_STEM_LOAD(p, m) (inside ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m))
-
-// Output row oh, up to 8 pixels from ow0, for G quads of output channels from quad q0 of the
-// call's (the pass's channel o is c0 + 4·q0 + o; of the call's, the first `real` are real, the
-// others written 0): the pixels along the lanes and one accumulator per channel (4·G ≤ 12, beside the tap vector and
-// the weight's broadcast in the 16 ymm registers). Each input row's 17 values around the 8
-// pixels are loaded as four vectors (masked at the input's border: columns outside it read as
-// zeros, no padded copy) and split into the three taps; rows outside the input are skipped. The
-// weights are broadcast from cg_direct_pack's blocks. Then the epilogue per channel, and each
-// quad transposed 4 × 4 within the 128-bit halves into 4 channels of a pixel, stored in place
-// in its block.
-CV_TARGET static inline __attribute__((always_inline)) void cv_stem_quads(const int G, const cg_conv *g, const float *x,
-                                                                          const float *w, long c0, long real, long q0,
-                                                                          const cv_stem_epi *ep, long oh, long ow0, float *y) {
-    const long H = g->h, W = g->w, OW = g->out_w, plane = g->out_h * OW, k = g->channels * 9;
-    const long base = 2 * ow0 - g->pad_w, pixels = cg_min(8, OW - ow0);
-    const int inside = base >= 0 && base + 18 <= W;
-    const __m256i ma = cv_inside(base, W), mb = cv_inside(base + 8, W), mc = cv_inside(base + 2, W), md = cv_inside(base + 10, W);
-    // Quad q's channel l, tap p: block (c0 + 4q)/16 of the weights, lane (4q) % 16 + l.
-    const float *wq[3];
-    CV_UNROLL for (int j = 0; j < G; j++) wq[j] = w + (c0 + (q0 + j) / 4 * 16) * k + (q0 + j) % 4 * 4;
+// P output pixels from ow0 of row oh for the call's channels as V vectors of 8 (8·V ≤ 24, c0 + 8v
+// at wv[v] in cg_direct_pack's blocks, stored at yv[v] + 16·pixel): the channels along the lanes,
+// one accumulator per vector and pixel (V·P ≤ 12, beside V weight vectors and the pixel's
+// broadcast in the 16 ymm registers), so 24 channels are three vectors and no lane is padding.
+// Each tap loads its V weight vectors once and broadcasts each pixel's input value (stride 2
+// along the row). EDGE: taps whose column is outside the input are skipped (the border pixels);
+// rows outside it are skipped always.
+CV_TARGET static inline __attribute__((always_inline)) void cv_stem_pixels(const int V, const int P, const int EDGE, const cg_conv *g,
+                                                                           const float *x, const float *const wv[3],
+                                                                           const cv_stem_epi *ep, long oh, long ow0,
+                                                                           float *const yv[3]) {
+    const long H = g->h, W = g->w, col0 = 2 * ow0 - g->pad_w;
     __m256 acc[12];
-    CV_UNROLL for (int o = 0; o < 4 * G; o++) acc[o] = _mm256_setzero_ps();
+    CV_UNROLL for (int o = 0; o < V * P; o++) acc[o] = _mm256_setzero_ps();
     for (long c = 0; c < g->channels; c++) {
         for (long i = 0; i < 3; i++) {
             const long ih = 2 * oh - g->pad_h + i;
             if (ih < 0 || ih >= H) continue;
-            const float *row = x + (c * H + ih) * W + base;
-            const long at = (c * 9 + i * 3) * 16;
-            // Taps j = 0, 1, 2 of pixel q: columns base + 2q + j, the even and odd elements of
-            // the columns from base, then the even ones from base + 2, loaded after the first
-            // two taps' FMAs (fewer vectors live beside the 12 accumulators).
-            const __m256 a = CV_STEM_LOAD(row, ma), b = CV_STEM_LOAD(row + 8, mb);
-            const __m256 even = _mm256_shuffle_ps(a, b, 0x88), odd = _mm256_shuffle_ps(a, b, 0xDD);
-            cv_stem_fmas(G, even, wq, at, acc);
-            cv_stem_fmas(G, odd, wq, at + 16, acc);
-            const __m256 a2 = CV_STEM_LOAD(row + 2, mc), b2 = CV_STEM_LOAD(row + 10, md);
-            cv_stem_fmas(G, _mm256_shuffle_ps(a2, b2, 0x88), wq, at + 32, acc);
+            const float *row = x + (c * H + ih) * W + col0;
+            CV_UNROLL for (int j = 0; j < 3; j++) {
+                const long tap = (c * 9 + i * 3 + j) * 16;
+                __m256 wt[3];
+                CV_UNROLL for (int v = 0; v < V; v++) wt[v] = _mm256_loadu_ps(wv[v] + tap);
+                CV_UNROLL for (int p = 0; p < P; p++) {
+                    if (EDGE && (col0 + 2 * p + j < 0 || col0 + 2 * p + j >= W)) continue;
+                    const __m256 b = _mm256_broadcast_ss(row + 2 * p + j);
+                    CV_UNROLL for (int v = 0; v < V; v++) acc[v * P + p] = _mm256_fmadd_ps(wt[v], b, acc[v * P + p]);
+                }
+            }
         }
     }
-    const __m256 zero = _mm256_setzero_ps();
-    CV_UNROLL for (int o = 0; o < 4 * G; o++) {
-        const long ch = 4 * q0 + o;
-        const __m256 v = _mm256_fmadd_ps(acc[o], _mm256_broadcast_ss(ep->s + ch), _mm256_broadcast_ss(ep->t + ch));
-        acc[o] = ch < real ? cv_act(v, ep->act, ep->alpha) : zero;
-    }
-    float *row = y + (oh * OW + ow0) * 16;
-    CV_UNROLL for (int j = 0; j < G; j++) {
-        const long q = q0 + j;
-        float *out = row + (c0 / 16 + q / 4) * plane * 16 + q % 4 * 4;
-        const __m256 *v = acc + 4 * j;
-        const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
-        const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
-        // r[l]: the quad's 4 channels at lane l (low half) and lane 4 + l (high half).
-        const __m256 r[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE), _mm256_shuffle_ps(t1, t3, 0x44),
-                             _mm256_shuffle_ps(t1, t3, 0xEE)};
-        CV_UNROLL for (int l = 0; l < 4; l++) {
-            const long lo = cv_stem_pixel[l], hi = cv_stem_pixel[4 + l];
-            if (lo < pixels) _mm_storeu_ps(out + 16 * lo, _mm256_castps256_ps128(r[l]));
-            if (hi < pixels) _mm_storeu_ps(out + 16 * hi, _mm256_extractf128_ps(r[l], 1));
+    const long at = (oh * g->out_w + ow0) * 16;
+    CV_UNROLL for (int v = 0; v < V; v++) {
+        const __m256 sv = _mm256_loadu_ps(ep->s + 8 * v), tv = _mm256_loadu_ps(ep->t + 8 * v);
+        CV_UNROLL for (int p = 0; p < P; p++) {
+            _mm256_storeu_ps(yv[v] + at + 16 * p, cv_act(_mm256_fmadd_ps(acc[v * P + p], sv, tv), ep->act, ep->alpha));
         }
     }
 }
 
-// cg_blocked_stem_fn: the call's nch channels (≤ 24) as quads, in as few passes of at most 3
-// quads (12 accumulators) as cover the real ones, evenly split (16 channels: two passes of 8,
-// not 12 + 4); the quads past them, up to the end of the last block, written 0.
+// Row oh of V vectors of channels: pixels whose three columns lie inside the input in tiles of P,
+// the rest (the borders, and a tail shorter than P) one at a time.
+CV_TARGET static inline __attribute__((always_inline)) void cv_stem_row(const int V, const int P, const cg_conv *g, const float *x,
+                                                                        const float *const wv[3], const cv_stem_epi *ep, long oh,
+                                                                        float *const yv[3]) {
+    const long OW = g->out_w, pw = g->pad_w;
+    // Output columns [lo, hi) read input columns inside [0, W) only.
+    const long lo = cg_min(OW, (pw + 1) / 2), hi = g->w - 3 + pw >= 0 ? cg_max(lo, cg_min(OW, (g->w - 3 + pw) / 2 + 1)) : lo;
+    long ow = 0;
+    for (; ow < lo; ow++) cv_stem_pixels(V, 1, 1, g, x, wv, ep, oh, ow, yv);
+    for (; ow + P <= hi; ow += P) cv_stem_pixels(V, P, 0, g, x, wv, ep, oh, ow, yv);
+    for (; ow < hi; ow++) cv_stem_pixels(V, 1, 0, g, x, wv, ep, oh, ow, yv);
+    for (; ow < OW; ow++) cv_stem_pixels(V, 1, 1, g, x, wv, ep, oh, ow, yv);
+}
+
+// cg_blocked_stem_fn: the call's nch channels (≤ 24) as ceil(nch / 8) vectors of 8 (4, 6 or 12
+// pixels a tile); the lanes past them, up to the end of the last block, written 0.
 CV_TARGET static void cv_blocked_stem(const cg_conv *g, const float *x, const float *w, long m, long c0, long nch,
                                       const cg_epilogue *e, long oh, float *y) {
-    const long OW = g->out_w, plane = g->out_h * OW;
-    const long real = cg_min(nch, m - c0), quads = (real + 3) / 4, all = (nch + 15) / 16 * 4;
-    const long passes = (quads + 2) / 3, per = (quads + passes - 1) / passes;
+    const long OW = g->out_w, plane = g->out_h * OW, k = g->channels * 9;
+    const long real = cg_min(nch, m - c0), vectors = (nch + 7) / 8, all = (nch + 15) / 16 * 2;
     cv_stem_epi ep = {.act = e ? (int)e->activation : CG_ACT_NONE, .alpha = e ? e->alpha : 0.0f};
     for (long o = 0; o < 24; o++) {
         ep.s[o] = e && o < real ? cg_epi_scale(e, c0 + o) : 1.0f;
         ep.t[o] = e && o < real ? cg_epi_shift(e, c0 + o) : 0.0f;
     }
-    for (long ow0 = 0; ow0 < OW; ow0 += 8) {
-        for (long q0 = 0; q0 < quads; q0 += per) {
-            const long n = cg_min(per, quads - q0);
-            if (n == 3) cv_stem_quads(3, g, x, w, c0, real, q0, &ep, oh, ow0, y);
-            else if (n == 2) cv_stem_quads(2, g, x, w, c0, real, q0, &ep, oh, ow0, y);
-            else cv_stem_quads(1, g, x, w, c0, real, q0, &ep, oh, ow0, y);
-        }
-        float *row = y + (oh * OW + ow0) * 16;
-        for (long q = quads; q < all; q++) {
-            float *out = row + (c0 / 16 + q / 4) * plane * 16 + q % 4 * 4;
-            for (long p = 0; p < cg_min(8, OW - ow0); p++) _mm_storeu_ps(out + 16 * p, _mm_setzero_ps());
-        }
+    const float *wv[3];
+    float *yv[3];
+    for (long v = 0; v < 3; v++) {
+        const long ch = c0 + 8 * cg_min(v, vectors - 1);
+        wv[v] = w + ch / 16 * k * 16 + ch % 16;
+        yv[v] = y + ch / 16 * plane * 16 + ch % 16;
+    }
+    if (vectors == 3) cv_stem_row(3, 3, g, x, wv, &ep, oh, yv);
+    else if (vectors == 2) cv_stem_row(2, 6, g, x, wv, &ep, oh, yv);
+    else cv_stem_row(1, 12, g, x, wv, &ep, oh, yv);
+    for (long v = vectors; v < all; v++) {
+        const long ch = c0 + 8 * v;
+        float *out = y + ch / 16 * plane * 16 + (oh * OW) * 16 + ch % 16;
+        for (long p = 0; p < OW; p++) _mm256_storeu_ps(out + 16 * p, _mm256_setzero_ps());
     }
 }
 

@@ -67,8 +67,9 @@ void cg_blocked_separable(const cg_conv *gd, const float *x, const float *wd, co
                           int res_blocked, float *workspace);
 
 /* A network's stem: a 3×3 stride-2 convolution (dilation 1, any padding) of a planar input of
- * at most CG_STEM_CHANNELS channels, written blocked, on a kernel with the output pixels along
- * the lanes (no lane spent on the channels past m, no padded copy of the input). 1 when the path
+ * at most CG_STEM_CHANNELS channels, written blocked, on a kernel that spends no lane on the
+ * channels past m and makes no padded copy of the input (avx512: the output pixels along the
+ * lanes; avx2: the channels along the lanes in vectors of 8, 24 channels three). 1 when the path
  * in use has it and it takes g; units of work (output rows); units [u0, u1) of one image: x the
  * unpadded planar input, w cg_direct_pack's weights for m output channels, y blocked, the
  * epilogue (may be NULL) without a residual. */
