@@ -213,9 +213,13 @@ static inline cg_blocked_depthwise_fn cb_depthwise_of(const cg_kernels *kern, lo
 }
 
 // Output rows per unit: about CB_SEPARABLE_PIXELS pixels (the band's depthwise output for 96
-// channels, 96 KB, and two blocks' sums stay in L2).
+// channels, 96 KB, and two blocks' sums stay in L2), fewer on small maps so that there are at
+// least CB_SEPARABLE_UNITS units (32²: 8 units of 4 rows, not 4 of 8) for threads to share out.
 #define CB_SEPARABLE_PIXELS 256
-static long cb_separable_rows(const cg_conv *gd) { return cg_max(1, CB_SEPARABLE_PIXELS / gd->out_w); }
+#define CB_SEPARABLE_UNITS 8
+static long cb_separable_rows(const cg_conv *gd) {
+    return cg_max(1, cg_min(CB_SEPARABLE_PIXELS / gd->out_w, gd->out_h / CB_SEPARABLE_UNITS));
+}
 
 long cg_blocked_separable_units(const cg_conv *gd) {
     long r = cb_separable_rows(gd);
