@@ -50,11 +50,8 @@ def use_isa(monkeypatch, isa, conv=None):
 
 # ---------------------------------------------------------------- the path in use
 
-@pytest.mark.parametrize("isa", ORDER)
-def test_report_names_the_forced_path(isa, tmp_path, monkeypatch):
-    """`cortado report --json` says which path ran: the one asked for, or the CPU's widest
-    when that is narrower."""
-    monkeypatch.setenv("CORTADO_ISA", isa)
+def report_of_small_model(tmp_path):
+    """`cortado report --json` of a one-layer model, in this process's environment."""
     b = builder([("x", (8,))], [("y", (4,))])
     b.add_inner_product("fc", rng(3).normal(size=(4, 8)), None, 8, 4, has_bias=False, input_name="x", output_name="y")
     model = save(b, tmp_path)
@@ -63,7 +60,15 @@ def test_report_names_the_forced_path(isa, tmp_path, monkeypatch):
     done = subprocess.run(cortado_command() + ["report", str(model), "--input", str(rows), "--iterations", "2", "--json"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("isa", ORDER)
+def test_report_names_the_forced_path(isa, tmp_path, monkeypatch):
+    """`cortado report --json` says which path ran: the one asked for, or the CPU's widest
+    when that is narrower."""
+    monkeypatch.setenv("CORTADO_ISA", isa)
+    got = report_of_small_model(tmp_path)
     want = ORDER[min(ORDER.index(isa), ORDER.index(cpu_best()))]
     assert got["kernelPath"] == want
     assert got["cpu"]
@@ -81,15 +86,7 @@ def test_an_avx2_host_is_detected_from_cpuid(tmp_path, monkeypatch):
     subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(library), str(REPO / "bench" / "avx2_host.c")], check=True)
     monkeypatch.delenv("CORTADO_ISA", raising=False)
     monkeypatch.setenv("LD_PRELOAD", str(library))
-    b = builder([("x", (8,))], [("y", (4,))])
-    b.add_inner_product("fc", rng(3).normal(size=(4, 8)), None, 8, 4, has_bias=False, input_name="x", output_name="y")
-    model = save(b, tmp_path)
-    rows = tmp_path / "rows.jsonl"
-    rows.write_text(json.dumps({"x": array_json(rng(4).normal(size=8))}) + "\n")
-    done = subprocess.run(cortado_command() + ["report", str(model), "--input", str(rows), "--iterations", "2", "--json"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1])["kernelPath"] == "avx2"
+    assert report_of_small_model(tmp_path)["kernelPath"] == "avx2"
     gemm_paths.test_small_convolution_with_folded_steps("direct", 40, 13, 70, 3, 1, tmp_path, monkeypatch)
 
 
