@@ -156,6 +156,15 @@ def time_ov(request, feeds, iterations, warmup):
     return float(np.median(times))
 
 
+def pin_threads(cpus):
+    """Every thread of this process (and so the processes it starts) to `cpus`."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:
+            pass
+
+
 def openvino_version():
     """OpenVINO's version, or None when the package is not installed."""
     try:
@@ -318,6 +327,9 @@ def main():
     p.add_argument("--alt-isa", choices=["avx512", "avx2", "portable"],
                    help="also time Cortado with CORTADO_ISA=PATH, alternating rounds")
     p.add_argument("--no-openvino", action="store_true", help="leave OpenVINO out of the rounds")
+    p.add_argument("--no-pin", action="store_true",
+                   help="leave rounds of fewer threads than CPUs unpinned (by default every engine runs them on the "
+                        "same first CPUs this process may use)")
     p.add_argument("--cases", nargs="+", choices=["yolo", "detector", "detector-mlprogram", "mlp"],
                    default=["yolo", "detector", "detector-mlprogram", "mlp"],
                    help="networks to time (default all)")
@@ -428,11 +440,17 @@ def main():
             ort_times.append(ort_call())
             if ov_call:
                 ov_times.append(ov_call())
-        out = dict(cortado_seconds=float(np.median([r["medianSeconds"] for r in cortado])), ort_seconds=float(np.median(ort_times)))
+        own = [r["medianSeconds"] for r in cortado]
+        # The ratios are medians of each round's ratio: the host's speed drifts from round to
+        # round, and a ratio within a round compares engines that met the same speed.
+        out = dict(cortado_seconds=float(np.median(own)), ort_seconds=float(np.median(ort_times)),
+                   ort_ratio=float(np.median(np.divide(ort_times, own))))
         if alt:
             out["alt_seconds"] = float(np.median(other))
+            out["alt_ratio"] = float(np.median(np.divide(ort_times, other)))
         if ov_call:
             out["ov_seconds"] = float(np.median(ov_times))
+            out["ov_ratio"] = float(np.median(np.divide(ov_times, own)))
         return out, cortado
 
     def ov_timer(onnx_model, t, feeds, iters, warmup):
@@ -442,7 +460,16 @@ def main():
         request = openvino_request(onnx_model, t)
         return lambda: time_ov(request, feeds, iters, warmup)
 
+    allowed = sorted(os.sched_getaffinity(0))
     for t in a.threads:
+        # Rounds of fewer threads than CPUs run every engine on the same t CPUs: on a VM whose
+        # vCPUs run at different speeds from moment to moment (one shares its core), a fresh
+        # `cortado` process and the long-lived Python process otherwise land on different ones.
+        pin = allowed[:t] if not a.no_pin and t < len(allowed) else allowed
+        pin_threads(pin)
+        if len(pin) < len(allowed):
+            print(f"rounds of {t} thread{'s' if t > 1 else ''}: every engine pinned to CPU{'s' if t > 1 else ''} "
+                  f"{', '.join(map(str, pin))} (--no-pin: not)")
         # Tiny YOLO, batch 1.
         if "yolo" in a.cases:
             s = onnx_session(yolo_onnx, t)
@@ -472,20 +499,21 @@ def main():
                               ov_timer(mlp_onnx, t, feeds, iters, 20))
             results.append(dict(case=f"MLP 784-512-512-10 batch {batch}", threads=t, rows=batch, **times))
 
+    pin_threads(allowed)
     print()
     extra = f" {alt[2] + ' ms':>12} {'ratio':>6}" if alt else ""
     extra += f" {'openvino ms':>12} {'vs openvino':>12}" if ov_version else ""
     print(f"{'case':<30} {'thr':>3} {'cortado ms':>11} {'ort ms':>9} {'cortado rows/s':>15} {'ort rows/s':>12} {'speed ratio':>12}{extra}")
     for r in results:
-        extra = f" {r['alt_seconds'] * 1e3:>12.3f} {r['ort_seconds'] / r['alt_seconds']:>5.2f}x" if alt else ""
+        extra = f" {r['alt_seconds'] * 1e3:>12.3f} {r['alt_ratio']:>5.2f}x" if alt else ""
         if "ov_seconds" in r:
-            extra += f" {r['ov_seconds'] * 1e3:>12.3f} {r['ov_seconds'] / r['cortado_seconds']:>11.2f}x"
+            extra += f" {r['ov_seconds'] * 1e3:>12.3f} {r['ov_ratio']:>11.2f}x"
         print(f"{r['case']:<30} {r['threads']:>3} {r['cortado_seconds'] * 1e3:>11.3f} {r['ort_seconds'] * 1e3:>9.3f} "
               f"{r['rows'] / r['cortado_seconds']:>15,.1f} {r['rows'] / r['ort_seconds']:>12,.1f} "
-              f"{r['ort_seconds'] / r['cortado_seconds']:>11.2f}x{extra}")
+              f"{r['ort_ratio']:>11.2f}x{extra}")
     print("speed ratio = onnxruntime time ÷ Cortado time, vs openvino = OpenVINO time ÷ Cortado time (above 1: Cortado")
-    print(f"is faster), Cortado on the {path} path, CPU {common.cpu_model()}. Latency = median per call;")
-    print("rows/s = rows per call ÷ median latency (one stream).")
+    print(f"is faster), each the median of the rounds' ratios; Cortado on the {path} path, CPU {common.cpu_model()}.")
+    print("Latency = median over rounds of each round's median per call; rows/s = rows per call ÷ that latency (one stream).")
     if alt:
         print(f"{alt[2]} ms / ratio: {alt[3]}, rounds alternating with the default.")
 
@@ -568,7 +596,7 @@ def main():
             "case": f"{r['case']} ({r['threads']}t)", "reference": "ort", "rows": r["rows"],
             "reference_rows_per_second": r["rows"] / r["ort_seconds"], "reference_rows_per_cpu_second": float("nan"),
             "cortado_rows_per_second": r["rows"] / r["cortado_seconds"], "cortado_rows_per_cpu_second": float("nan"),
-            "wall_ratio": r["ort_seconds"] / r["cortado_seconds"], "cpu_ratio": float("nan"),
+            "wall_ratio": r["ort_ratio"], "cpu_ratio": float("nan"),
             "max_error": (yolo_err if "YOLO" in r["case"] else det_ml_err if "ML Program" in r["case"]
                           else det_err if "detector" in r["case"] else mlp_err),
             "tolerance": 1e-4 if "MLP" in r["case"] else 1e-3, "kernel_path": path,
@@ -577,7 +605,7 @@ def main():
             "case": f"{r['case']} ({r['threads']}t)", "reference": "openvino", "rows": r["rows"],
             "reference_rows_per_second": r["rows"] / r["ov_seconds"], "reference_rows_per_cpu_second": float("nan"),
             "cortado_rows_per_second": r["rows"] / r["cortado_seconds"], "cortado_rows_per_cpu_second": float("nan"),
-            "wall_ratio": r["ov_seconds"] / r["cortado_seconds"], "cpu_ratio": float("nan"),
+            "wall_ratio": r["ov_ratio"], "cpu_ratio": float("nan"),
             "max_error": max(ov_errors.values()), "tolerance": 1e-3, "kernel_path": path,
             "agree": agree} for r in results if "ov_seconds" in r]
         common.write_summary(a.summary, "nn_vs_onnxruntime", "Tiny YOLO v2 and an MLP, Cortado vs onnxruntime "
