@@ -183,6 +183,26 @@ def avx2_host_label():
     return ", AVX-512 hidden by --avx2-host" if os.environ.get("CORTADO_AVX2_HOST") == "masked" else ""
 
 
+def pin_threads(cpus):
+    """Every thread of this process (and so the processes it starts) to `cpus`."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:
+            pass
+
+
+def pin_for(threads, allowed, enabled=True):
+    """Pins this process for rounds of `threads` threads: to the first `threads` of the CPUs
+    `allowed` when that is fewer than all of them (every engine then runs on the same CPUs;
+    on a VM whose vCPUs run at different speeds from moment to moment, a fresh `cortado`
+    process and the long-lived Python process otherwise land on different ones), else to all.
+    Returns the CPUs pinned to when fewer than all, else None."""
+    pin = list(allowed[:threads]) if enabled and threads < len(allowed) else list(allowed)
+    pin_threads(pin)
+    return pin if len(pin) < len(allowed) else None
+
+
 def cpu_model():
     """The CPU model /proc/cpuinfo names (figures are quoted with it)."""
     try:

@@ -266,9 +266,13 @@ def main():
     p.add_argument("--summary")
     p.add_argument("--baseline", help="also time this other cortado build (folder or executable), alternating rounds")
     p.add_argument("--nets", nargs="+", choices=["cnn", "transformer"], default=["cnn", "transformer"])
+    p.add_argument("--no-pin", action="store_true",
+                   help="leave rounds of fewer threads than CPUs unpinned (by default both engines run them on the same "
+                        "first CPUs this process may use)")
     common.add_avx2_host_arg(p)
     a = p.parse_args()
     common.enter_avx2_host(a)
+    allowed = sorted(os.sched_getaffinity(0))
     exe = common.resolve_bin(a.bin, "cortado")
     base = common.resolve_bin(a.baseline, "cortado") if a.baseline else None
     common.quiet_coremltools()
@@ -298,6 +302,8 @@ def main():
                     if err > limit:
                         sys.exit(f"{title} batch {batch} {'fp16' if fp16 else 'fp32'}: max|diff|/max|ref| {err:.3g} over {limit}")
                     for t in a.threads:
+                        # Rounds of fewer threads than CPUs run both engines on the same CPUs.
+                        common.pin_for(t, allowed, not a.no_pin)
                         s = ort_session(onnx_model, t)
                         feeds = {onnx_model.graph.input[0].name: x}
                         c_times, o_times, b_times = [], [], []
@@ -306,17 +312,21 @@ def main():
                             if base:
                                 b_times.append(cortado_report(base, path, rows, t, 1, a.iterations, 3)["medianSeconds"])
                             o_times.append(time_ort(s, feeds, a.iterations, 3))
+                        common.pin_threads(allowed)
                         c, o = float(np.median(c_times)), float(np.median(o_times))
+                        # The ratio: the median of each round's (the host's speed drifts between rounds).
+                        ratio = float(np.median(np.divide(o_times, c_times)))
                         results.append(dict(case=f"{title} batch {batch}", precision="fp16" if fp16 else "fp32", threads=t,
-                                            cortado_ms=c * 1e3, ort_ms=o * 1e3, ratio=o / c, error=err, rows=batch, limit=limit))
+                                            cortado_ms=c * 1e3, ort_ms=o * 1e3, ratio=ratio, error=err, rows=batch, limit=limit))
                         r = results[-1]
                         extra = ""
                         if base:
                             r["baseline_ms"] = float(np.median(b_times)) * 1e3
-                            extra = f"  baseline {r['baseline_ms']:9.3f} ms  ratio {r['ort_ms'] / r['baseline_ms']:5.2f}x"
+                            extra = f"  baseline {r['baseline_ms']:9.3f} ms  ratio {float(np.median(np.divide(o_times, b_times))):5.2f}x"
                         print(f"{r['case']:<32} {r['precision']:>5} {t:>2} thr  Cortado {r['cortado_ms']:9.3f} ms  "
                               f"onnxruntime {r['ort_ms']:9.3f} ms  ratio {r['ratio']:5.2f}x{extra}  (agreement {err:.1e})", flush=True)
-    print("\nratio = onnxruntime time ÷ Cortado time (above 1: Cortado is faster); medians of alternating rounds;"
+    print("\nratio = onnxruntime time ÷ Cortado time (above 1: Cortado is faster), the median of alternating rounds' ratios"
+          f"{'' if a.no_pin else '; one-thread rounds pinned to one CPU'};"
           " onnxruntime always runs fp32." + (f" baseline: the build at {a.baseline}, in the same rounds." if base else ""))
     # bench/run_all.py's summary rows (CPU time is not measured here: its ratio is left NaN).
     common.write_summary(a.summary, "mlprogram_vs_onnxruntime", f"ML Programs vs onnxruntime on {common.cpu_model()}", [

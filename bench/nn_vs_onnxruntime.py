@@ -156,15 +156,6 @@ def time_ov(request, feeds, iterations, warmup):
     return float(np.median(times))
 
 
-def pin_threads(cpus):
-    """Every thread of this process (and so the processes it starts) to `cpus`."""
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(tid), cpus)
-        except OSError:
-            pass
-
-
 def openvino_version():
     """OpenVINO's version, or None when the package is not installed."""
     try:
@@ -462,12 +453,9 @@ def main():
 
     allowed = sorted(os.sched_getaffinity(0))
     for t in a.threads:
-        # Rounds of fewer threads than CPUs run every engine on the same t CPUs: on a VM whose
-        # vCPUs run at different speeds from moment to moment (one shares its core), a fresh
-        # `cortado` process and the long-lived Python process otherwise land on different ones.
-        pin = allowed[:t] if not a.no_pin and t < len(allowed) else allowed
-        pin_threads(pin)
-        if len(pin) < len(allowed):
+        # Rounds of fewer threads than CPUs run every engine on the same t CPUs.
+        pin = common.pin_for(t, allowed, not a.no_pin)
+        if pin:
             print(f"rounds of {t} thread{'s' if t > 1 else ''}: every engine pinned to CPU{'s' if t > 1 else ''} "
                   f"{', '.join(map(str, pin))} (--no-pin: not)")
         # Tiny YOLO, batch 1.
@@ -499,7 +487,7 @@ def main():
                               ov_timer(mlp_onnx, t, feeds, iters, 20))
             results.append(dict(case=f"MLP 784-512-512-10 batch {batch}", threads=t, rows=batch, **times))
 
-    pin_threads(allowed)
+    common.pin_threads(allowed)
     print()
     extra = f" {alt[2] + ' ms':>12} {'ratio':>6}" if alt else ""
     extra += f" {'openvino ms':>12} {'vs openvino':>12}" if ov_version else ""
