@@ -441,7 +441,7 @@ CV_TARGET static inline __attribute__((always_inline)) void cv_stem_row(const in
     for (; ow < OW; ow++) cv_stem_pixels(V, 1, 1, g, x, wv, ep, oh, ow, yv);
 }
 
-// cg_blocked_stem_fn: the call's nch channels (≤ 24) as ceil(nch / 8) vectors of 8 (4, 6 or 12
+// cg_blocked_stem_fn: the call's nch channels (≤ 24) as ceil(nch / 8) vectors of 8 (3, 6 or 12
 // pixels a tile); the lanes past them, up to the end of the last block, written 0.
 CV_TARGET static void cv_blocked_stem(const cg_conv *g, const float *x, const float *w, long m, long c0, long nch,
                                       const cg_epilogue *e, long oh, float *y) {
