@@ -62,9 +62,11 @@ void cg_winograd_input(const cg_conv *g, const float *x, long c0, long c1, float
 long cg_winograd_units(const cg_conv *g, long m);
 /* Units [u0, u1) of one image: v its transformed input, w the packed weights, y its output.
  * The epilogue (may be NULL) is per channel (per_column is ignored); its residual, when not
- * NULL, is laid out as y. */
+ * NULL, is laid out as y. With pool non-zero (and no residual) the finished rows are max-pooled
+ * 2×2 with stride 2 as they are made (cg_max_pool_2x2_row's maximum) and y is the pooled
+ * output [m][out_h/2][out_w/2]: the full-size output is never written. */
 void cg_winograd_conv(const cg_conv *g, const float *v, const float *w, long m, long u0, long u1, float *y,
-                      const cg_epilogue *epilogue, float *workspace);
+                      const cg_epilogue *epilogue, int pool, float *workspace);
 
 /*
  * Winograd F(2×2, 3×3) (cortado_winograd2.c), the same interface with 2 × 2 output tiles, each
@@ -85,7 +87,7 @@ size_t cg_winograd2_workspace_count(const cg_conv *g);
 void cg_winograd2_input(const cg_conv *g, const float *x, long c0, long c1, float *v, float *workspace);
 long cg_winograd2_units(const cg_conv *g, long m);
 void cg_winograd2_conv(const cg_conv *g, const float *v, const float *w, long m, long u0, long u1, float *y,
-                       const cg_epilogue *epilogue, float *workspace);
+                       const cg_epilogue *epilogue, int pool, float *workspace);
 
 #ifdef __cplusplus
 }
