@@ -13,6 +13,24 @@
 // (221 KB), stay in L2 between the products and the output transform.
 #define CW_BAND_TILES 48
 
+// Layers of more than CW_CHUNK_ABOVE input channels, whose weights for one position and block
+// (64 bytes a channel) do not stay in L1 from one piece of tiles to the next, run the products
+// chunk by chunk of CW_CHUNK channels, every piece of the band on one chunk before the next: the
+// first piece reads the chunk's weights from memory, the others from L1. Before each piece its
+// share of the weights CW_AHEAD chunks on is asked for into L2, so that memory streams the
+// weights all the while the pieces run, not only while the first one waits on them (the weights
+// of a 13 × 13 layer serve 16 tiles and come from memory at every use). Smaller layers run each
+// piece over all the channels (fewer passes over the sums).
+#define CW_CHUNK_ABOVE 384
+#define CW_CHUNK 48
+#define CW_AHEAD 2
+
+// Piece p of `pieces`'s share of the lines of floats [p, p + n), asked for into L2.
+static inline void cw_prefetch_share(const float *p, long n, long piece, long pieces) {
+    long lines = (n + 15) / 16, per = (lines + pieces - 1) / pieces, end = cg_min(lines, (piece + 1) * per);
+    for (long l = piece * per; l < end; l++) __builtin_prefetch((const char *)(p + 16 * l), 0, 2);
+}
+
 int cg_winograd_supported(const cg_conv *g) {
     return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1;
 }
@@ -388,6 +406,7 @@ void cg_winograd_conv(const cg_conv *g, const float *v, const float *w, long m, 
     long tw = cw_tiles_w(g), t = cw_tiles(g), band_tiles = cw_band_tiles(g), bands = cw_bands(g);
     long c = g->channels, blocks = (m + 15) / 16, n = g->out_h * g->out_w;
     long per_xi_w = blocks * 16 * c, per_xi_v = c * t;
+    long chunk = c > CW_CHUNK_ABOVE ? CW_CHUNK : c;
     const cg_kernels *kern = cg_kernels_now();
     cw_output_tile_fn out_fn = cw_output_tile_now();
     long np_max = kern->direct_np;
@@ -409,12 +428,22 @@ void cg_winograd_conv(const cg_conv *g, const float *v, const float *w, long m, 
             const float *wx = w + xi * per_xi_w + b0 * c * 16;
             const float *vx = v + xi * per_xi_v + t0;
             for (long pass = 0; pass < passes; pass++) {
-                long q = 0;
-                for (long piece = 0; piece < pieces; piece++) {
-                    long np = count / pieces + (piece < count % pieces ? 1 : 0);
-                    tiles[np - 1](c, 1, 1, 0, 1, t, vx + q, wx + pass * c * 16, c * 16, acc + xi * xi_acc + pass * bstride + q * 16,
-                                  bstride, 1);
-                    q += np;
+                const float *wp = wx + pass * c * 16;
+                for (long k0 = 0; k0 < c; k0 += chunk) {
+                    long kn = cg_min(chunk, c - k0), q = 0;
+                    // The chunk CW_AHEAD on in the unit's order of weights: this pass's, then
+                    // the next pass's or the next position's.
+                    long ahead = k0 + CW_AHEAD * chunk;
+                    const float *next = ahead < c || pass + 1 < passes ? wp + ahead * 16 : wx + per_xi_w + (ahead - c) * 16;
+                    for (long piece = 0; piece < pieces; piece++) {
+                        for (long r = 0; chunk < c && r < (tiles == tiles_two ? ob : 1); r++) {
+                            cw_prefetch_share(next + r * c * 16, chunk * 16, piece, pieces);
+                        }
+                        long np = count / pieces + (piece < count % pieces ? 1 : 0);
+                        tiles[np - 1](kn, 1, 1, 0, 1, t, vx + q + k0 * t, wp + k0 * 16, c * 16,
+                                      acc + xi * xi_acc + pass * bstride + q * 16, bstride, k0 == 0);
+                        q += np;
+                    }
                 }
             }
         }

@@ -81,6 +81,10 @@ CASES = {
     # F(2×2)'s products in pieces of consecutive tiles that cross rows of tiles (7 tiles a row
     # on a 13 × 13 map, pieces of 5 and 6 on AVX2), 5 blocks of output channels.
     "c96_80_13x13_pieces": (96, 80, 13, 13, ("same", False), {"bias", "leaky"}),
+    # More than 384 input channels: F(4×4)'s products run chunk by chunk of 48 channels (the last
+    # one partial), all the pieces of tiles on each chunk; two blocks of output channels, the
+    # second of 8 lanes.
+    "c400_24_13x11_chunks": (400, 24, 13, 11, ("same", False), {"bias", "relu"}),
 }
 
 
