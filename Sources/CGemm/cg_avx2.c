@@ -207,6 +207,8 @@ CV_TARGET static void cv_gemv(long n, long k, const float *x, cg_operand b, floa
 // weight vectors and a broadcast: the 16 ymm registers.
 #define CV_NP 6
 #define CV_UNROLL _Pragma("clang loop unroll(full)")
+#define CV_UNROLL_2 _Pragma("clang loop unroll_count(2)")
+#define CV_PREFETCH 64
 
 // Sums over cc input channels for one block × NP pixels SW apart (cortado_direct.c's tile).
 CV_TARGET static inline __attribute__((always_inline)) void cv_direct_tile(const int NP, const int SW, long cc, long kh, long kw,
@@ -216,6 +218,22 @@ CV_TARGET static inline __attribute__((always_inline)) void cv_direct_tile(const
     CV_UNROLL for (int p = 0; p < NP; p++) {
         a0[p] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + 16 * p);
         a1[p] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + 16 * p + 8);
+    }
+    if (kh == 1 && kw == 1) {
+        // A 1×1 window (Winograd's products over tiles, or a 1×1 convolution): one loop over
+        // the channels, without the window loops' bookkeeping around every 2 × NP FMAs, and the
+        // weights, which stream through once per use, asked for CV_PREFETCH channels ahead.
+        const float *xc = x;
+        CV_UNROLL_2 for (long c = 0; c < cc; c++, xc += plane) {
+            _mm_prefetch((const char *)(w + 16 * (c + CV_PREFETCH)), _MM_HINT_T0);
+            __m256 v0 = _mm256_loadu_ps(w + 16 * c), v1 = _mm256_loadu_ps(w + 16 * c + 8);
+            CV_UNROLL for (int p = 0; p < NP; p++) {
+                __m256 b = _mm256_broadcast_ss(xc + p * SW);
+                a0[p] = _mm256_fmadd_ps(v0, b, a0[p]);
+                a1[p] = _mm256_fmadd_ps(v1, b, a1[p]);
+            }
+        }
+        cc = 0;
     }
     for (long c = 0; c < cc; c++) {
         const float *xc = x + c * plane;

@@ -128,6 +128,11 @@ void cg_winograd_pack_g(const float *w, long m, long c, const double *g, int alp
 // with the residual and the activation.
 void cg_winograd_store_tile(const float *out, long side, long lanes, long rows, long cols, float *y, const float *res, long n,
                             long ld, const cg_epilogue *e);
+// Conv rows [r0, r0 + rows) of one Winograd block finished into planar rows (channel l's at
+// planar + l·ld, `width` floats a row), max-pooled 2×2 into y at pooled column pc0, count columns
+// (cortado_winograd.c; y the block's first pooled channel, pooled_plane floats a channel, pw a row).
+void cg_winograd_pool_rows(const float *planar, long ld, long width, long r0, long rows, long lanes, long pooled_plane, long pw,
+                           long pc0, long count, float *y);
 #if defined(__x86_64__)
 extern const cg_kernels cg_kernels_avx2;
 extern const cg_kernels cg_kernels_avx512;

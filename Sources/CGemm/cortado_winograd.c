@@ -7,10 +7,29 @@
 #include <string.h>
 
 #include "cg_kernels.h"
+#include "cortado_pool.h"
 
 // Tiles a band aims at: its blocked sums, 36 positions × 2 blocks × 16 lanes × 48 tiles
 // (221 KB), stay in L2 between the products and the output transform.
 #define CW_BAND_TILES 48
+
+// Layers of more than CW_CHUNK_ABOVE input channels, whose weights for one position and block
+// (64 bytes a channel) do not stay in L1 from one piece of tiles to the next, run the products
+// chunk by chunk of CW_CHUNK channels, every piece of the band on one chunk before the next: the
+// first piece reads the chunk's weights from memory, the others from L1. Before each piece its
+// share of the weights CW_AHEAD chunks on is asked for into L2, so that memory streams the
+// weights all the while the pieces run, not only while the first one waits on them (the weights
+// of a 13 × 13 layer serve 16 tiles and come from memory at every use). Smaller layers run each
+// piece over all the channels (fewer passes over the sums).
+#define CW_CHUNK_ABOVE 384
+#define CW_CHUNK 48
+#define CW_AHEAD 2
+
+// Piece p of `pieces`'s share of the lines of floats [p, p + n), asked for into L2.
+static inline void cw_prefetch_share(const float *p, long n, long piece, long pieces) {
+    long lines = (n + 15) / 16, per = (lines + pieces - 1) / pieces, end = cg_min(lines, (piece + 1) * per);
+    for (long l = piece * per; l < end; l++) __builtin_prefetch((const char *)(p + 16 * l), 0, 2);
+}
 
 int cg_winograd_supported(const cg_conv *g) {
     return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1;
@@ -157,20 +176,13 @@ CW_OUTPUT_TILE(cw_output_tile_plain, )
 #if defined(__x86_64__)
 #define CW_AVX2 __attribute__((target("avx2,fma")))
 #define CW_AVX512 __attribute__((target("avx512f,avx512vl,fma")))
-CW_INPUT_ROW(cw_input_row_avx2, CW_AVX2)
 CW_OUTPUT_TILE(cw_output_tile_avx2, CW_AVX2)
 CW_OUTPUT_TILE(cw_output_tile_avx512, CW_AVX512)
 #endif
 
-// (The AVX-512 path has a transform of its own: cw_input_plane_row_avx512 below.)
-static cw_input_row_fn cw_input_row_now(void) {
-    switch (cg_isa()) {
-#if defined(__x86_64__)
-    case CG_ISA_AVX2: return cw_input_row_avx2;
-#endif
-    default: return cw_input_row_plain;
-    }
-}
+// (The AVX-512 and AVX2 paths have transforms of their own: cw_input_plane_row_avx512 and
+// cw_input_plane_row_avx2 below.)
+static cw_input_row_fn cw_input_row_now(void) { return cw_input_row_plain; }
 
 static cw_output_tile_fn cw_output_tile_now(void) {
     switch (cg_isa()) {
@@ -243,13 +255,72 @@ CW_AVX512 static void cw_input_plane_row_avx512(const cg_conv *g, const float *p
         }
     }
 }
+
+// Lanes [0, n) of an 8-lane mask for maskstore (n may be ≥ 8).
+CW_AVX2 static inline __m256i cw_lanes8(long n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)cg_min(8, n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// Row ty of tiles of one channel's plane, AVX2, 8 tiles to a register, read straight from the
+// plane (as cw_input_plane_row_avx512). Each of the six input rows is loaded as five registers
+// whose halves are the columns of tiles t and t + 4 (4t … 4t + 3 for t = 0 … 4), so that a 4 × 4
+// transpose within the halves (in-lane shuffles only) leaves the columns 4t + j of the eight
+// tiles in natural order; Bᵀ runs down the rows on those registers, then across. A group of
+// tiles whose 36 patch columns or six rows reach past the input is first copied into a zeroed
+// block (the plane's borders; maps narrower than a group).
+CW_AVX2 static void cw_input_plane_row_avx2(const cg_conv *g, const float *plane, long ty, long tw, float *v, long xi_stride) {
+    float block[6][40] __attribute__((aligned(32)));
+    static const float zeros[40];
+    long ih0 = 4 * ty - g->pad_h;
+    int rows_inside = ih0 >= 0 && ih0 + 6 <= g->h;
+    for (long x0 = 0; x0 < tw; x0 += 8) {
+        long col0 = 4 * x0 - g->pad_w;
+        const float *rows[6];
+        if (rows_inside && x0 + 8 <= tw && col0 >= 0 && col0 + 36 <= g->w) {
+            for (int r = 0; r < 6; r++) rows[r] = plane + (ih0 + r) * g->w + col0;
+        } else {
+            // Patch columns [lo, hi) of the group come from the input.
+            long lo = cg_max(0, -col0), hi = cg_min(36, g->w - col0);
+            for (int r = 0; r < 6; r++) {
+                long ih = ih0 + r;
+                if (ih < 0 || ih >= g->h || hi <= lo) {
+                    rows[r] = zeros;
+                    continue;
+                }
+                memset(block[r], 0, sizeof block[r]);
+                memcpy(block[r] + lo, plane + ih * g->w + col0 + lo, (size_t)(hi - lo) * sizeof(float));
+                rows[r] = block[r];
+            }
+        }
+        __m256 e[6][5];
+        for (int q = 0; q < 5; q++) {
+            __m256 d[6];
+            for (int r = 0; r < 6; r++) d[r] = _mm256_loadu2_m128(rows[r] + 4 * q + 16, rows[r] + 4 * q);
+            CW_BT(d[0], d[1], d[2], d[3], d[4], d[5], e[0][q], e[1][q], e[2][q], e[3][q], e[4][q], e[5][q]);
+        }
+        __m256i store = cw_lanes8(tw - x0);
+        for (int i = 0; i < 6; i++) {
+            // Columns 4t + j (j < 4) from registers 0–3, 4t + 4 and 4t + 5 from registers 1–4.
+            __m256 t0 = _mm256_unpacklo_ps(e[i][0], e[i][1]), t1 = _mm256_unpackhi_ps(e[i][0], e[i][1]);
+            __m256 t2 = _mm256_unpacklo_ps(e[i][2], e[i][3]), t3 = _mm256_unpackhi_ps(e[i][2], e[i][3]);
+            __m256 u0 = _mm256_unpacklo_ps(e[i][1], e[i][2]), u1 = _mm256_unpacklo_ps(e[i][3], e[i][4]);
+            __m256 d0 = _mm256_shuffle_ps(t0, t2, 0x44), d1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+            __m256 d2 = _mm256_shuffle_ps(t1, t3, 0x44), d3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+            __m256 d4 = _mm256_shuffle_ps(u0, u1, 0x44), d5 = _mm256_shuffle_ps(u0, u1, 0xEE);
+            __m256 o[6];
+            CW_BT(d0, d1, d2, d3, d4, d5, o[0], o[1], o[2], o[3], o[4], o[5]);
+            for (int j = 0; j < 6; j++) _mm256_maskstore_ps(v + (i * 6 + j) * xi_stride + x0, store, o[j]);
+        }
+    }
+}
 #endif
 
 size_t cg_winograd_workspace_count(const cg_conv *g) {
     long tw = cw_tiles_w(g);
     size_t input = (size_t)(6 * (4 * tw + 2) + 36 * tw + 32);
-    // The sums, then four rows of blocked pixels for a row of tiles.
-    size_t unit = (size_t)(36 * 2 * cw_band_tiles(g) * 16 + 4 * 4 * tw * 16 + 64);
+    // The sums, then four rows of blocked pixels for a row of tiles and (with a pooling) the
+    // same rows finished into planar rows.
+    size_t unit = (size_t)(36 * 2 * cw_band_tiles(g) * 16 + 2 * 4 * 4 * tw * 16 + 64);
     return (input > unit ? input : unit) + 16;
 }
 
@@ -265,6 +336,10 @@ void cg_winograd_input(const cg_conv *g, const float *x, long c0, long c1, float
 #if defined(__x86_64__)
         if (cg_isa() == CG_ISA_AVX512) {
             for (long ty = 0; ty < th; ty++) cw_input_plane_row_avx512(g, plane, ty, tw, v + c * t + ty * tw, xi_stride);
+            continue;
+        }
+        if (cg_isa() == CG_ISA_AVX2) {
+            for (long ty = 0; ty < th; ty++) cw_input_plane_row_avx2(g, plane, ty, tw, v + c * t + ty * tw, xi_stride);
             continue;
         }
 #endif
@@ -312,17 +387,34 @@ void cg_winograd_store_tile(const float *out, long side, long lanes, long rows, 
     }
 }
 
+// Conv rows [r0, r0 + rows) of one block, finished into planar rows at `planar` (channel l's
+// rows at planar + l·ld, each `width` floats from the run's first pixel), max-pooled 2×2 into y
+// (the block's first channel, its pooled rows pooled_plane floats apart, pw floats a row) at
+// pooled column pc0, count pooled columns: rows r0 … of a pooling from row 0, so r0 is even.
+void cg_winograd_pool_rows(const float *planar, long ld, long width, long r0, long rows, long lanes, long pooled_plane, long pw,
+                           long pc0, long count, float *y) {
+    for (long l = 0; l < lanes; l++) {
+        for (long r = 0; r + 1 < rows; r += 2) {
+            const float *top = planar + l * ld + r * width;
+            cg_max_pool_2x2_row(top, top + width, y + l * pooled_plane + (r0 + r) / 2 * pw + pc0, count, 2);
+        }
+    }
+}
+
 void cg_winograd_conv(const cg_conv *g, const float *v, const float *w, long m, long u0, long u1, float *y,
-                      const cg_epilogue *epilogue, float *workspace) {
+                      const cg_epilogue *epilogue, int pool, float *workspace) {
     long tw = cw_tiles_w(g), t = cw_tiles(g), band_tiles = cw_band_tiles(g), bands = cw_bands(g);
     long c = g->channels, blocks = (m + 15) / 16, n = g->out_h * g->out_w;
     long per_xi_w = blocks * 16 * c, per_xi_v = c * t;
+    long chunk = c > CW_CHUNK_ABOVE ? CW_CHUNK : c;
     const cg_kernels *kern = cg_kernels_now();
     cw_output_tile_fn out_fn = cw_output_tile_now();
     long np_max = kern->direct_np;
     float *acc = cg_align64(workspace);
     long bstride = band_tiles * 16, xi_acc = 2 * bstride;
-    float *out = acc + 36 * xi_acc;
+    float *out = acc + 36 * xi_acc, *planar = out + 4 * 4 * tw * 16;
+    // With a pooling: the conv rows it reads, its width and its plane.
+    long pool_rows = g->out_h / 2 * 2, pw = g->out_w / 2, pooled_plane = (g->out_h / 2) * pw;
     const cd_tile_fn *tiles_one = kern->direct_tiles[0][0];
     const cd_tile_fn *tiles_two = kern->direct_blocks == 2 ? kern->direct_tiles[1][0] : NULL;
     for (long u = u0; u < u1; u++) {
@@ -336,12 +428,22 @@ void cg_winograd_conv(const cg_conv *g, const float *v, const float *w, long m, 
             const float *wx = w + xi * per_xi_w + b0 * c * 16;
             const float *vx = v + xi * per_xi_v + t0;
             for (long pass = 0; pass < passes; pass++) {
-                long q = 0;
-                for (long piece = 0; piece < pieces; piece++) {
-                    long np = count / pieces + (piece < count % pieces ? 1 : 0);
-                    tiles[np - 1](c, 1, 1, 0, 1, t, vx + q, wx + pass * c * 16, c * 16, acc + xi * xi_acc + pass * bstride + q * 16,
-                                  bstride, 1);
-                    q += np;
+                const float *wp = wx + pass * c * 16;
+                for (long k0 = 0; k0 < c; k0 += chunk) {
+                    long kn = cg_min(chunk, c - k0), q = 0;
+                    // The chunk CW_AHEAD on in the unit's order of weights: this pass's, then
+                    // the next pass's or the next position's.
+                    long ahead = k0 + CW_AHEAD * chunk;
+                    const float *next = ahead < c || pass + 1 < passes ? wp + ahead * 16 : wx + per_xi_w + (ahead - c) * 16;
+                    for (long piece = 0; piece < pieces; piece++) {
+                        for (long r = 0; chunk < c && r < (tiles == tiles_two ? ob : 1); r++) {
+                            cw_prefetch_share(next + r * c * 16, chunk * 16, piece, pieces);
+                        }
+                        long np = count / pieces + (piece < count % pieces ? 1 : 0);
+                        tiles[np - 1](kn, 1, 1, 0, 1, t, vx + q + k0 * t, wp + k0 * 16, c * 16,
+                                      acc + xi * xi_acc + pass * bstride + q * 16, bstride, k0 == 0);
+                        q += np;
+                    }
                 }
             }
         }
@@ -358,6 +460,16 @@ void cg_winograd_conv(const cg_conv *g, const float *v, const float *w, long m, 
                     out_fn(acc + b * bstride + (ty * tw + tx - t0) * 16, xi_acc, row_stride, out + 4 * (tx - tx0) * 16);
                 }
                 long oh = 4 * ty, ow = 4 * tx0, width = cg_min(g->out_w, 4 * tx1) - ow;
+                if (pool) {
+                    // The four rows finished at once (the run's pixels past `width` too: whole
+                    // rows of the run, row_stride / 16 pixels each), then pooled.
+                    long run = row_stride / 16, rows = cg_min(4, pool_rows - oh), count = cg_min(pw, 2 * tx1) - 2 * tx0;
+                    if (rows < 2 || count <= 0) continue;
+                    kern->direct_finish(out, rows * run, lanes, channel, epilogue, planar, rows * run);
+                    cg_winograd_pool_rows(planar, rows * run, run, oh, rows, lanes, pooled_plane, pw, 2 * tx0, count,
+                                          y + channel * pooled_plane);
+                    continue;
+                }
                 for (long i = 0; i < cg_min(4, g->out_h - oh); i++) {
                     long off = channel * n + (oh + i) * g->out_w + ow;
                     if (epilogue && epilogue->residual) {

@@ -30,43 +30,49 @@ static inline long cw2_bands(const cg_conv *g) {
 }
 static inline long cw2_band_tiles(const cg_conv *g) { return cw2_band_rows(g) * cw2_tiles_w(g); }
 
-// The pieces the products take (at most np_max tiles each, the widest direct tile of the path):
-// when a row of tiles fits one, a band's rows are cut into near-equal runs of whole rows;
-// else each row is cut into near-equal parts. Either way a piece is a run of consecutive
-// tiles (row-major order) and each row of tiles lies in one piece or is cut into whole pieces,
-// so the input transform writes each row's values to one place per piece.
+// The pieces the products take: a band's tiles (row-major over the image) cut into near-equal
+// runs of consecutive tiles, at most np_max each (the widest direct tile of the path). A piece
+// may start and end anywhere in a row, so narrow paths get pieces near their widest tile
+// (a 7-tile row of a 13 × 13 map does not become runs of 4 and 3); the input transform writes
+// each row's tiles to the pieces the row overlaps.
 typedef struct {
     long tw, th, band_rows, bands, np_max;
-    long rows_per_piece; // 0: rows are cut into `splits` parts
-    long splits;
 } cw2_layout;
 
 static cw2_layout cw2_layout_of(const cg_conv *g, long np_max) {
-    cw2_layout l = {cw2_tiles_w(g), cw2_tiles_h(g), cw2_band_rows(g), cw2_bands(g), np_max, 0, 1};
-    if (l.tw <= np_max) l.rows_per_piece = np_max / l.tw;
-    else l.splits = (l.tw + np_max - 1) / np_max;
+    cw2_layout l = {cw2_tiles_w(g), cw2_tiles_h(g), cw2_band_rows(g), cw2_bands(g), np_max};
     return l;
+}
+
+// First tile and tile count of band b.
+static void cw2_band(const cw2_layout *l, long b, long *t0, long *count) {
+    long ty0 = b * l->band_rows;
+    *t0 = ty0 * l->tw;
+    *count = (cg_min(l->th, ty0 + l->band_rows) - ty0) * l->tw;
 }
 
 // Pieces of band b.
 static long cw2_pieces(const cw2_layout *l, long b) {
-    long rows = cg_min(l->th, (b + 1) * l->band_rows) - b * l->band_rows;
-    return l->rows_per_piece ? (rows + l->rows_per_piece - 1) / l->rows_per_piece : rows * l->splits;
+    long t0, count;
+    cw2_band(l, b, &t0, &count);
+    return (count + l->np_max - 1) / l->np_max;
 }
 
 // Piece p of band b: its first tile (row-major over the image) and its tile count.
 static void cw2_piece(const cw2_layout *l, long b, long p, long *q0, long *np) {
-    long ty0 = b * l->band_rows, rows = cg_min(l->th, ty0 + l->band_rows) - ty0;
-    if (l->rows_per_piece) {
-        long pieces = cw2_pieces(l, b), base = rows / pieces, rem = rows % pieces;
-        long start = ty0 + p * base + cg_min(p, rem);
-        *q0 = start * l->tw;
-        *np = (base + (p < rem ? 1 : 0)) * l->tw;
-    } else {
-        long ty = ty0 + p / l->splits, s = p % l->splits, wb = l->tw / l->splits, wr = l->tw % l->splits;
-        *q0 = ty * l->tw + s * wb + cg_min(s, wr);
-        *np = wb + (s < wr ? 1 : 0);
-    }
+    long t0, count, pieces = cw2_pieces(l, b);
+    cw2_band(l, b, &t0, &count);
+    long base = count / pieces, rem = count % pieces;
+    *q0 = t0 + p * base + cg_min(p, rem);
+    *np = base + (p < rem ? 1 : 0);
+}
+
+// The piece of band b that holds tile q.
+static long cw2_piece_of(const cw2_layout *l, long b, long q) {
+    long t0, count, pieces = cw2_pieces(l, b);
+    cw2_band(l, b, &t0, &count);
+    long base = count / pieces, rem = count % pieces, o = q - t0;
+    return o < rem * (base + 1) ? o / (base + 1) : rem + (o - rem * (base + 1)) / base;
 }
 
 // MARK: Weights
@@ -191,28 +197,23 @@ size_t cg_winograd2_input_count(const cg_conv *g) { return (size_t)(16 * cw2_xi_
 size_t cg_winograd2_workspace_count(const cg_conv *g) {
     long tw = cw2_tiles_w(g);
     size_t input = (size_t)(4 * (2 * tw + 2) + 32 * tw + 4 * tw + 64);
-    // The sums, one tile's output, and a band's pixels in blocks of 16 channels (cw2_finish).
-    size_t unit = (size_t)(16 * CW2_GROUP_BLOCKS * cw2_band_tiles(g) * 16 + 4 * 16 + 2 * cw2_band_rows(g) * g->out_w * 16 + 64);
+    // The sums, one tile's output, a band's pixels in blocks of 16 channels and (with a pooling)
+    // the same pixels finished into planar rows.
+    size_t unit = (size_t)(16 * CW2_GROUP_BLOCKS * cw2_band_tiles(g) * 16 + 4 * 16 + 2 * 2 * cw2_band_rows(g) * g->out_w * 16 + 64);
     return (input > unit ? input : unit) + 16;
 }
 
-// Runs of row ty (one, or the row's parts when rows are cut).
-static inline long cw2_row_runs(const cw2_layout *l, long ty) { (void)ty; return l->rows_per_piece ? 1 : l->splits; }
-
-// Run s of row ty of band b: its piece (first tile q0, np tiles) and its columns [x0, x0 + w).
-static void cw2_row_run(const cw2_layout *l, long b, long ty, long s, long *q0, long *np, long *x0, long *w) {
-    if (l->rows_per_piece) {
-        long ty0 = b * l->band_rows, rows = cg_min(l->th, ty0 + l->band_rows) - ty0;
-        long pieces = cw2_pieces(l, b), base = rows / pieces, rem = rows % pieces, r = ty - ty0, p;
-        p = r < rem * (base + 1) ? r / (base + 1) : rem + (r - rem * (base + 1)) / base;
-        cw2_piece(l, b, p, q0, np);
-        *x0 = 0;
-        *w = l->tw;
-    } else {
-        cw2_piece(l, b, (ty - b * l->band_rows) * l->splits + s, q0, np);
-        *x0 = *q0 - ty * l->tw;
-        *w = *np;
-    }
+// Segment s (from 0, while it returns 1) of row ty of band b: the tiles of the row in one
+// piece, that piece (first tile q0, np tiles) and the segment's columns [x0, x0 + w).
+static int cw2_row_segment(const cw2_layout *l, long b, long ty, long s, long *q0, long *np, long *x0, long *w) {
+    long r0 = ty * l->tw, r1 = r0 + l->tw, p = cw2_piece_of(l, b, r0) + s;
+    if (p >= cw2_pieces(l, b)) return 0;
+    cw2_piece(l, b, p, q0, np);
+    if (*q0 >= r1) return 0;
+    long a = cg_max(*q0, r0), e = cg_min(*q0 + *np, r1);
+    *x0 = a - r0;
+    *w = e - a;
+    return 1;
 }
 
 #if defined(__x86_64__)
@@ -270,6 +271,55 @@ CW2_AVX512 static void cw2_input_row_tiles_avx512(const cg_conv *g, const float 
         }
     }
 }
+
+// The same on the AVX2 path, tw ≤ 8 (one register of tiles): each input row is loaded as four
+// registers whose halves are patch columns [0, 4) and [8, 12), [4, 8) and [12, 16), and the same
+// from column 2, so that even and odd columns (2t + j, j < 4) split out in natural order with
+// in-lane shuffles. A segment whose columns or rows reach past the input is first copied into a
+// zeroed block.
+CW2_AVX2 static void cw2_input_row_tiles_avx2(const cg_conv *g, const float *x, long c0, long c1, long ty, long x0, long tw,
+                                              float *v, long xi_stride, long at, long np) {
+    float block[4][24] __attribute__((aligned(32)));
+    static const float zeros[24];
+    long col0 = 2 * x0 - g->pad_w, ih0 = 2 * ty - g->pad_h; // patch column k is input column col0 + k
+    int inside = ih0 >= 0 && ih0 + 4 <= g->h && col0 >= 0 && col0 + 18 <= g->w;
+    // Patch columns [lo, hi) come from the input.
+    long lo = cg_max(0, -col0), hi = cg_min(2 * tw + 2, g->w - col0);
+    __m256i store = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)tw), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (long c = c0; c < c1; c++) {
+        const float *plane = x + c * g->h * g->w, *rows[4];
+        for (int r = 0; r < 4; r++) {
+            long ih = ih0 + r;
+            if (inside) {
+                rows[r] = plane + ih * g->w + col0;
+            } else if (ih < 0 || ih >= g->h || hi <= lo) {
+                rows[r] = zeros;
+            } else {
+                memset(block[r], 0, sizeof block[r]);
+                memcpy(block[r] + lo, plane + ih * g->w + col0 + lo, (size_t)(hi - lo) * sizeof(float));
+                rows[r] = block[r];
+            }
+        }
+        __m256 h[4][4];
+        for (int r = 0; r < 4; r++) {
+            const float *p = rows[r];
+            __m256 a = _mm256_loadu2_m128(p + 8, p), b = _mm256_loadu2_m128(p + 12, p + 4);
+            __m256 a2 = _mm256_loadu2_m128(p + 10, p + 2), b2 = _mm256_loadu2_m128(p + 14, p + 6);
+            __m256 d0 = _mm256_shuffle_ps(a, b, 0x88), d1 = _mm256_shuffle_ps(a, b, 0xDD);
+            __m256 d2 = _mm256_shuffle_ps(a2, b2, 0x88), d3 = _mm256_shuffle_ps(a2, b2, 0xDD);
+            CW2_BT(d0, d1, d2, d3, h[r][0], h[r][1], h[r][2], h[r][3]);
+        }
+        float *dst = v + at + c * np;
+        for (int j = 0; j < 4; j++) {
+            __m256 o0, o1, o2, o3;
+            CW2_BT(h[0][j], h[1][j], h[2][j], h[3][j], o0, o1, o2, o3);
+            _mm256_maskstore_ps(dst + (0 * 4 + j) * xi_stride, store, o0);
+            _mm256_maskstore_ps(dst + (1 * 4 + j) * xi_stride, store, o1);
+            _mm256_maskstore_ps(dst + (2 * 4 + j) * xi_stride, store, o2);
+            _mm256_maskstore_ps(dst + (3 * 4 + j) * xi_stride, store, o3);
+        }
+    }
+}
 #endif
 
 // The transformed input of one position: each piece of np tiles starting at tile q0 is stored
@@ -284,13 +334,17 @@ void cg_winograd2_input(const cg_conv *g, const float *x, long c0, long c1, floa
     // Columns [lo, hi) of the row buffer hold input columns lo − pad_w...; the rest zeros.
     long lo = cg_min(bw, cg_max(0, g->pad_w)), hi = cg_max(lo, cg_min(bw, g->w + g->pad_w));
     for (long ty = 0; ty < th; ty++) {
-        long band = ty / lay.band_rows, runs = cw2_row_runs(&lay, ty);
+        long band = ty / lay.band_rows, q0, np, x0, w;
 #if defined(__x86_64__)
         if (cg_isa() == CG_ISA_AVX512 && lay.np_max <= 15) {
-            for (long s = 0; s < runs; s++) {
-                long q0, np, x0, w;
-                cw2_row_run(&lay, band, ty, s, &q0, &np, &x0, &w);
+            for (long s = 0; cw2_row_segment(&lay, band, ty, s, &q0, &np, &x0, &w); s++) {
                 cw2_input_row_tiles_avx512(g, x, c0, c1, ty, x0, w, v, xi_stride, q0 * ch + (ty * tw + x0 - q0), np);
+            }
+            continue;
+        }
+        if (cg_isa() == CG_ISA_AVX2 && lay.np_max <= 8) {
+            for (long s = 0; cw2_row_segment(&lay, band, ty, s, &q0, &np, &x0, &w); s++) {
+                cw2_input_row_tiles_avx2(g, x, c0, c1, ty, x0, w, v, xi_stride, q0 * ch + (ty * tw + x0 - q0), np);
             }
             continue;
         }
@@ -309,9 +363,7 @@ void cg_winograd2_input(const cg_conv *g, const float *x, long c0, long c1, floa
                 if (hi < bw) memset(row + hi, 0, (size_t)(bw - hi) * sizeof(float));
             }
             row_fn(rows, bw, tw, mid, row_v, tw);
-            for (long s = 0; s < runs; s++) {
-                long q0, np, x0, w;
-                cw2_row_run(&lay, band, ty, s, &q0, &np, &x0, &w);
+            for (long s = 0; cw2_row_segment(&lay, band, ty, s, &q0, &np, &x0, &w); s++) {
                 // Tile ty·tw + x0 sits at offset ty·tw + x0 − q0 of its piece.
                 long at = q0 * ch + c * np + (ty * tw + x0 - q0);
                 for (int xi = 0; xi < 16; xi++) memcpy(v + xi * xi_stride + at, row_v + xi * tw + x0, (size_t)w * sizeof(float));
@@ -328,7 +380,7 @@ long cg_winograd2_units(const cg_conv *g, long m) {
 }
 
 void cg_winograd2_conv(const cg_conv *g, const float *v, const float *w, long m, long u0, long u1, float *y,
-                       const cg_epilogue *epilogue, float *workspace) {
+                       const cg_epilogue *epilogue, int pool, float *workspace) {
     long tw = cw2_tiles_w(g), t = cw2_tiles(g), band_tiles = cw2_band_tiles(g), bands = cw2_bands(g);
     long c = g->channels, blocks = (m + 15) / 16, n = g->out_h * g->out_w;
     long per_xi_w = blocks * 16 * c, per_xi_v = cw2_xi_stride(g);
@@ -338,7 +390,8 @@ void cg_winograd2_conv(const cg_conv *g, const float *v, const float *w, long m,
     float *acc = cg_align64(workspace);
     // Sums of block b (of the group), position ξ, tile q of the band at acc + (ξ·GROUP + b)·bstride + 16q.
     long bstride = band_tiles * 16, xi_acc = CW2_GROUP_BLOCKS * bstride;
-    float *out = acc + 16 * xi_acc, *pixels = out + 64;
+    float *out = acc + 16 * xi_acc, *pixels = out + 64, *planar = pixels + 2 * cw2_band_rows(g) * g->out_w * 16;
+    long pw = g->out_w / 2, pooled_plane = (g->out_h / 2) * pw;
     const cd_tile_fn *tiles_one = kern->direct_tiles[0][0];
     const cd_tile_fn *tiles_two = kern->direct_blocks == 2 ? kern->direct_tiles[1][0] : NULL;
     for (long u = u0; u < u1; u++) {
@@ -377,6 +430,15 @@ void cg_winograd2_conv(const cg_conv *g, const float *v, const float *w, long m,
                     for (long i = 0; i < 2 && oh + i < rows; i++) {
                         for (long k = 0; k < 2 && ow + k < ow_n; k++) memcpy(pixels + ((oh + i) * ow_n + ow + k) * 16, out + 16 * (2 * i + k), 64);
                     }
+                }
+                if (pool) {
+                    // The band's rows finished into planar rows, then pooled (row0 is even).
+                    long pooled_rows = cg_min(rows, g->out_h / 2 * 2 - row0);
+                    if (pooled_rows < 2 || pw == 0) continue;
+                    kern->direct_finish(pixels, pooled_rows * ow_n, lanes, channel, epilogue, planar, pooled_rows * ow_n);
+                    cg_winograd_pool_rows(planar, pooled_rows * ow_n, ow_n, row0, pooled_rows, lanes, pooled_plane, pw, 0, pw,
+                                          y + channel * pooled_plane);
+                    continue;
                 }
                 kern->direct_finish(pixels, rows * ow_n, lanes, channel, epilogue, y + channel * n + row0 * ow_n, n);
                 continue;

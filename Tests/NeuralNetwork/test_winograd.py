@@ -51,7 +51,7 @@ def conv3x3(x, w, bias, pads):
 
 # name: (cin, cout, h, w, padding, extras)
 #   padding: ("valid", top, bottom, left, right) or ("same", top_left_heavy)
-#   extras: subset of {"bias", "relu", "leaky", "bn", "residual", "pool"}
+#   extras: subset of {"bias", "relu", "leaky", "sigmoid", "bn", "residual", "pool"}
 CASES = {
     "c1_5x6_same": (1, 1, 5, 6, ("same", False), set()),
     "c3_7x9_valid_bias": (3, 17, 7, 9, ("valid", 0, 0, 0, 0), {"bias"}),
@@ -68,6 +68,23 @@ CASES = {
     # those rows are finished, and a second block of 16 output channels with 8 lanes.
     "c32_70x70_bands_residual": (32, 32, 70, 70, ("same", False), {"bias", "residual", "relu"}),
     "c8_24_67x66_asym_bn": (8, 24, 67, 66, ("valid", 1, 2, 2, 0), {"bn", "relu"}),
+    # The 2×2 max pooling folded into the finishing of each row of tiles (the full-size output
+    # is never written): odd map sizes (the last row and column are dropped; F(4×4)'s last row
+    # of tiles gives one pooled row), a last block of 8 lanes, batch norm (negative scales, so
+    # the epilogue must come before the maximum) and leaky ReLU.
+    "c20_40_15x17_pool_bn_leaky": (20, 40, 15, 17, ("same", True), {"bn", "leaky", "pool"}),
+    # Pooled with asymmetric borders: a 37 × 42 output, F(4×4) bands that end inside a row of
+    # tiles (the pooled runs are cut there), several F(2×2) bands of whole rows of tiles.
+    "c24_40_38x42_pool_asym": (24, 40, 38, 42, ("valid", 0, 1, 2, 1), {"bias", "relu", "pool"}),
+    # A step the kernels do not fold (sigmoid): the pooling runs on the whole output afterwards.
+    "c16_24_11x14_pool_sigmoid": (16, 24, 11, 14, ("same", False), {"bias", "sigmoid", "pool"}),
+    # F(2×2)'s products in pieces of consecutive tiles that cross rows of tiles (7 tiles a row
+    # on a 13 × 13 map, pieces of 5 and 6 on AVX2), 5 blocks of output channels.
+    "c96_80_13x13_pieces": (96, 80, 13, 13, ("same", False), {"bias", "leaky"}),
+    # More than 384 input channels: F(4×4)'s products run chunk by chunk of 48 channels (the last
+    # one partial), all the pieces of tiles on each chunk; two blocks of output channels, the
+    # second of 8 lanes.
+    "c400_24_13x11_chunks": (400, 24, 13, 11, ("same", False), {"bias", "relu"}),
 }
 
 
@@ -111,6 +128,10 @@ def build(case):
     if "leaky" in extras:
         b.add_activation("act", "LEAKYRELU", last, "a", params=[0.1])
         y = np.where(y < 0, 0.1 * y, y)
+        last = "a"
+    if "sigmoid" in extras:
+        b.add_activation("act", "SIGMOID", last, "a")
+        y = 1 / (1 + np.exp(-y))
         last = "a"
     if "pool" in extras:
         b.add_pooling("pool", 2, 2, 2, 2, "MAX", "VALID", last, "p")

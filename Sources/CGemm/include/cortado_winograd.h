@@ -20,15 +20,18 @@
  *   (cortado_direct.h; 1×1 windows over the tiles instead of pixels) run the 36 products.
  * - Input (cg_winograd_input, per image, workers split the channels): V[ξ][c][tile]. On the
  *   AVX-512 path 16 tiles of a row to a register, read straight from the plane with masked
- *   loads; elsewhere each transform is a plain loop along a row of tiles that the compiler
- *   vectorises for the path.
+ *   loads; on the AVX2 path 8 tiles to a register, read straight from the plane (groups at the
+ *   borders through a zeroed copy); elsewhere each transform is a plain loop along a row of
+ *   tiles that the compiler vectorises for the path.
  * - Units (cg_winograd_conv, workers split them): a pair of blocks of 16 output channels × a
  *   band of tiles. A unit runs the 36 products of its band into blocked sums (they stay in L2),
  *   then the output transform along the 16 channel lanes, each row of tiles of the band laid
  *   out as four rows of blocked pixels, and the path's finishing of direct-kernel blocks (the
  *   epilogue: scale and shift per channel, the residual, the activation; a transpose; whole
  *   runs of a row stored at once) into the planar [m][out_h][out_w] output (only pixels inside
- *   the image).
+ *   the image), or, with a folded 2×2 max pooling, into a small planar buffer pooled from there
+ *   into the [m][out_h/2][out_w/2] output. Layers of many input channels run the products chunk
+ *   by chunk of channels with the weights ahead asked for meanwhile (cortado_winograd.c).
  *
  * Error: the transforms multiply by up to 8 and divide by 24, so results differ from the direct
  * sums by a few units of float rounding times the channel count more than direct convolution
@@ -62,9 +65,11 @@ void cg_winograd_input(const cg_conv *g, const float *x, long c0, long c1, float
 long cg_winograd_units(const cg_conv *g, long m);
 /* Units [u0, u1) of one image: v its transformed input, w the packed weights, y its output.
  * The epilogue (may be NULL) is per channel (per_column is ignored); its residual, when not
- * NULL, is laid out as y. */
+ * NULL, is laid out as y. With pool non-zero (and no residual) the finished rows are max-pooled
+ * 2×2 with stride 2 as they are made (cg_max_pool_2x2_row's maximum) and y is the pooled
+ * output [m][out_h/2][out_w/2]: the full-size output is never written. */
 void cg_winograd_conv(const cg_conv *g, const float *v, const float *w, long m, long u0, long u1, float *y,
-                      const cg_epilogue *epilogue, float *workspace);
+                      const cg_epilogue *epilogue, int pool, float *workspace);
 
 /*
  * Winograd F(2×2, 3×3) (cortado_winograd2.c), the same interface with 2 × 2 output tiles, each
@@ -85,7 +90,7 @@ size_t cg_winograd2_workspace_count(const cg_conv *g);
 void cg_winograd2_input(const cg_conv *g, const float *x, long c0, long c1, float *v, float *workspace);
 long cg_winograd2_units(const cg_conv *g, long m);
 void cg_winograd2_conv(const cg_conv *g, const float *v, const float *w, long m, long u0, long u1, float *y,
-                       const cg_epilogue *epilogue, float *workspace);
+                       const cg_epilogue *epilogue, int pool, float *workspace);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,9 @@ import CCortadoGemm
 /// transformed once (workers split the channels), then workers split the units (pairs of
 /// blocks of 16 output channels × bands of tiles); each unit finishes its own output: the
 /// epilogue (bias, batch norm, ReLU or leaky ReLU) and a folded residual add in the same
-/// pass. A folded 2×2 max pooling runs on the whole output afterwards.
+/// pass, or a folded 2×2 max pooling as its rows are finished (the full-size output is never
+/// written); when the layer has a step the kernels cannot fold, the pooling runs on the whole
+/// output afterwards.
 extension ConvolutionLayer {
     /// The transformed input, one workspace per worker and (with a folded pooling) the whole
     /// convolution output: enough for either tile size.
@@ -33,7 +35,10 @@ extension ConvolutionLayer {
         let units = two ? cg_winograd2_units(&conv, m) : cg_winograd_units(&conv, m)
         let workers = NNPackedGemm.workers(context, items: units)
         let share = (units + workers - 1) / workers
-        let convOut: UnsafeMutablePointer<Float>? = pooled ? NNPackedGemm.aligned(work + NNThreads.cores * perWorker) : nil
+        // The kernels pool as they finish when nothing is left to apply between the epilogue and
+        // the pooling (no step of the layer's own after them, no residual, no outside epilogue).
+        let pool: Int32 = pooled && !post.needsPass && epilogue == nil && residual == nil ? 1 : 0
+        let convOut: UnsafeMutablePointer<Float>? = pooled && pool == 0 ? NNPackedGemm.aligned(work + NNThreads.cores * perWorker) : nil
         let pw = g.outW / 2, pooledPlane = (g.outH / 2) * pw
         for image in 0..<xs.images {
             let xi = x + image * xs.chw
@@ -54,9 +59,9 @@ extension ConvolutionLayer {
                 guard u0 < u1 else { return }
                 post.withGemmEpilogue(perColumn: true, offset: 0, residual: residual.map { $0 + image * m * n }) { epilogue in
                     if two {
-                        cg_winograd2_conv(&conv, v, packed.data, m, u0, u1, target, epilogue, work + worker * perWorker)
+                        cg_winograd2_conv(&conv, v, packed.data, m, u0, u1, target, epilogue, pool, work + worker * perWorker)
                     } else {
-                        cg_winograd_conv(&conv, v, packed.data, m, u0, u1, target, epilogue, work + worker * perWorker)
+                        cg_winograd_conv(&conv, v, packed.data, m, u0, u1, target, epilogue, pool, work + worker * perWorker)
                     }
                 }
             }
