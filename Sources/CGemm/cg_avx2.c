@@ -20,12 +20,6 @@
 #define CV_UNROLL_K
 #endif
 
-// Lanes [0, n) of an 8-lane mask for maskload/maskstore (n may be ≤ 0 or ≥ 8).
-CV_TARGET static inline __m256i cv_lanes(long n) {
-    int k = n <= 0 ? 0 : n >= 8 ? 8 : (int)n;
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 // The epilogue on one vector of finished values: v·s + t, then the activation (as cg_epi1).
 // The activation `act` (CG_ACT_*) on v.
 CV_TARGET static inline __m256 cv_act(__m256 v, int act, float alpha) {
@@ -61,7 +55,7 @@ CV_TARGET static inline __m256 cv_epi(__m256 v, __m256 s, __m256 t, const cg_epi
     _mm256_maskstore_ps(ci, m0, c##i##0); _mm256_maskstore_ps(ci + 8, m1, c##i##1); }
 // The sums of the tile into C (added to it when `add`), the epilogue, masked at the edges.
 #define CV_FINISH \
-    __m256i m0 = cv_lanes(nr), m1 = cv_lanes(nr - 8); \
+    __m256i m0 = cg_lanes8(nr), m1 = cg_lanes8(nr - 8); \
     __m256 s0 = _mm256_set1_ps(1.0f), s1 = s0, t0 = _mm256_setzero_ps(), t1 = t0; \
     if (e && e->per_column) { \
         if (e->scale) { s0 = _mm256_maskload_ps(e->scale + col, m0); s1 = _mm256_maskload_ps(e->scale + col + 8, m1); } \
@@ -197,7 +191,7 @@ CV_TARGET static void cv_gemv(long n, long k, const float *x, cg_operand b, floa
             }
         }
         long nr = cg_min(CG_NR, n - j0);
-        for (int q = 0; q < 4; q++) _mm256_maskstore_ps(y + j0 + 8 * q, cv_lanes(nr - 8 * q), _mm256_add_ps(s[q], t[q]));
+        for (int q = 0; q < 4; q++) _mm256_maskstore_ps(y + j0 + 8 * q, cg_lanes8(nr - 8 * q), _mm256_add_ps(s[q], t[q]));
     }
 }
 
@@ -339,7 +333,7 @@ CV_TARGET static inline __attribute__((always_inline)) void cv_pointwise(const i
         }
         if (PLANAR) {
             cv_transpose8(r);
-            const __m256i pm = cv_lanes(NP);
+            const __m256i pm = cg_lanes8(NP);
             for (long l = 0; l < lanes; l++) _mm256_maskstore_ps(y + (8 * h + l) * ystride, pm, r[l]);
         }
     }
@@ -364,13 +358,13 @@ CV_TARGET static void cv_direct_finish(const float *acc, long pixels, long lanes
                                        long ld) {
     __m256 s[2] = {_mm256_set1_ps(1.0f), _mm256_set1_ps(1.0f)}, t[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int h = 0; h < 2; h++) {
-        __m256i lm = cv_lanes(lanes - 8 * h);
+        __m256i lm = cg_lanes8(lanes - 8 * h);
         if (e && e->scale) s[h] = _mm256_maskload_ps(e->scale + channel + 8 * h, lm);
         if (e && e->shift) t[h] = _mm256_maskload_ps(e->shift + channel + 8 * h, lm);
     }
     for (long q0 = 0; q0 < pixels; q0 += 8) {
         long n = cg_min(8, pixels - q0);
-        __m256i pm = cv_lanes(n);
+        __m256i pm = cg_lanes8(n);
         for (int h = 0; h < 2 && 8 * h < lanes; h++) {
             __m256 r[8];
             for (int i = 0; i < 8; i++) {

@@ -134,6 +134,12 @@ void cg_winograd_store_tile(const float *out, long side, long lanes, long rows, 
 void cg_winograd_pool_rows(const float *planar, long ld, long width, long r0, long rows, long lanes, long pooled_plane, long pw,
                            long pc0, long count, float *y);
 #if defined(__x86_64__)
+#include <immintrin.h>
+// Lanes [0, n) of an 8-lane mask for the AVX2 masked loads and stores (n may be ≤ 0 or ≥ 8).
+__attribute__((target("avx2"))) static inline __m256i cg_lanes8(long n) {
+    int k = n <= 0 ? 0 : n >= 8 ? 8 : (int)n;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
 extern const cg_kernels cg_kernels_avx2;
 extern const cg_kernels cg_kernels_avx512;
 #endif

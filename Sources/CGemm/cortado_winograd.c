@@ -168,7 +168,6 @@ void cg_winograd_pack(const float *w, long m, long c, float *dst) { cg_winograd_
         } \
     }
 
-typedef void (*cw_input_row_fn)(const float *rows, long bw, long tw, float *mid, float *v, long xi_stride);
 typedef void (*cw_output_tile_fn)(const float *m, long xi_stride, long row_stride, float *out);
 
 CW_INPUT_ROW(cw_input_row_plain, )
@@ -181,8 +180,7 @@ CW_OUTPUT_TILE(cw_output_tile_avx512, CW_AVX512)
 #endif
 
 // (The AVX-512 and AVX2 paths have transforms of their own: cw_input_plane_row_avx512 and
-// cw_input_plane_row_avx2 below.)
-static cw_input_row_fn cw_input_row_now(void) { return cw_input_row_plain; }
+// cw_input_plane_row_avx2 below; the other paths run cw_input_row_plain.)
 
 static cw_output_tile_fn cw_output_tile_now(void) {
     switch (cg_isa()) {
@@ -256,11 +254,6 @@ CW_AVX512 static void cw_input_plane_row_avx512(const cg_conv *g, const float *p
     }
 }
 
-// Lanes [0, n) of an 8-lane mask for maskstore (n may be ≥ 8).
-CW_AVX2 static inline __m256i cw_lanes8(long n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)cg_min(8, n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 // Row ty of tiles of one channel's plane, AVX2, 8 tiles to a register, read straight from the
 // plane (as cw_input_plane_row_avx512). Each of the six input rows is loaded as five registers
 // whose halves are the columns of tiles t and t + 4 (4t … 4t + 3 for t = 0 … 4), so that a 4 × 4
@@ -298,7 +291,7 @@ CW_AVX2 static void cw_input_plane_row_avx2(const cg_conv *g, const float *plane
             for (int r = 0; r < 6; r++) d[r] = _mm256_loadu2_m128(rows[r] + 4 * q + 16, rows[r] + 4 * q);
             CW_BT(d[0], d[1], d[2], d[3], d[4], d[5], e[0][q], e[1][q], e[2][q], e[3][q], e[4][q], e[5][q]);
         }
-        __m256i store = cw_lanes8(tw - x0);
+        __m256i store = cg_lanes8(tw - x0);
         for (int i = 0; i < 6; i++) {
             // Columns 4t + j (j < 4) from registers 0–3, 4t + 4 and 4t + 5 from registers 1–4.
             __m256 t0 = _mm256_unpacklo_ps(e[i][0], e[i][1]), t1 = _mm256_unpackhi_ps(e[i][0], e[i][1]);
@@ -328,7 +321,6 @@ void cg_winograd_input(const cg_conv *g, const float *x, long c0, long c1, float
     long tw = cw_tiles_w(g), th = cw_tiles_h(g), t = tw * th, bw = 4 * tw + 2;
     long xi_stride = g->channels * t;
     float *rows = cg_align64(workspace), *mid = rows + cg_round_up(6 * bw, 16);
-    cw_input_row_fn row_fn = cw_input_row_now();
     // Input columns [lo, hi) of the row buffer hold input columns lo − pad_w...; the rest zeros.
     long lo = cg_min(bw, cg_max(0, g->pad_w)), hi = cg_max(lo, cg_min(bw, g->w + g->pad_w));
     for (long c = c0; c < c1; c++) {
@@ -355,7 +347,7 @@ void cg_winograd_input(const cg_conv *g, const float *x, long c0, long c1, float
                 memcpy(row + lo, plane + ih * g->w + (lo - g->pad_w), (size_t)(hi - lo) * sizeof(float));
                 if (hi < bw) memset(row + hi, 0, (size_t)(bw - hi) * sizeof(float));
             }
-            row_fn(rows, bw, tw, mid, v + c * t + ty * tw, xi_stride);
+            cw_input_row_plain(rows, bw, tw, mid, v + c * t + ty * tw, xi_stride);
         }
     }
 }

@@ -285,7 +285,7 @@ CW2_AVX2 static void cw2_input_row_tiles_avx2(const cg_conv *g, const float *x, 
     int inside = ih0 >= 0 && ih0 + 4 <= g->h && col0 >= 0 && col0 + 18 <= g->w;
     // Patch columns [lo, hi) come from the input.
     long lo = cg_max(0, -col0), hi = cg_min(2 * tw + 2, g->w - col0);
-    __m256i store = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)tw), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256i store = cg_lanes8(tw);
     for (long c = c0; c < c1; c++) {
         const float *plane = x + c * g->h * g->w, *rows[4];
         for (int r = 0; r < 4; r++) {
