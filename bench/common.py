@@ -161,10 +161,9 @@ def enter_avx2_host(args):
     under an AVX2 label."""
     if not getattr(args, "avx2_host", False):
         return
-    state = os.environ.get("CORTADO_AVX2_HOST")
-    if state == "masked":
+    if avx2_host_active():
         return
-    if state == "unavailable":
+    if os.environ.get("CORTADO_AVX2_HOST") == "unavailable":
         sys.exit("--avx2-host: this CPU or kernel cannot fault cpuid (no cpuid_fault in /proc/cpuinfo): "
                  "nothing can be hidden; CORTADO_ISA=avx2 (--isa avx2) forces Cortado's path alone")
     source = os.path.join(ROOT, "bench", "avx2_host.c")
@@ -178,9 +177,14 @@ def enter_avx2_host(args):
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 
+def avx2_host_active():
+    """Whether this process runs under bench/avx2_host.c with AVX-512 hidden (--avx2-host)."""
+    return os.environ.get("CORTADO_AVX2_HOST") == "masked"
+
+
 def avx2_host_label():
     """A note for the CPU line when this process runs under bench/avx2_host.c (--avx2-host)."""
-    return ", AVX-512 hidden by --avx2-host" if os.environ.get("CORTADO_AVX2_HOST") == "masked" else ""
+    return ", AVX-512 hidden by --avx2-host" if avx2_host_active() else ""
 
 
 def pin_threads(cpus):
@@ -228,7 +232,7 @@ def kernel_path():
         for line in open("/proc/cpuinfo"):
             if line.startswith("flags"):
                 flags = set(line.split(":", 1)[1].split())
-                if avx2_host_label():
+                if avx2_host_active():
                     flags -= {"avx512f", "avx512vl"}
                 best = "avx512" if {"avx512f", "avx512vl", "fma"} <= flags else ("avx2" if {"avx2", "fma"} <= flags else "portable")
                 break
