@@ -37,6 +37,16 @@ enum ConvolutionAlgorithm: String, CaseIterable, Sendable {
         }
     }()
 
+    /// Multiplications per output of a 3×3 layer (per input channel), which breaks a tie in
+    /// the measurement.
+    var multiplicationsPerOutput: Double {
+        switch self {
+        case .winograd: return 36.0 / 16
+        case .winograd2: return 16.0 / 4
+        case .gemm, .direct: return 9
+        }
+    }
+
     var role: NNPackedWeights.Role {
         switch self {
         case .gemm: return .a
@@ -63,6 +73,17 @@ extension ConvolutionLayer {
     /// Multiply-adds below which the rule decides without timing (a layer this small runs in
     /// well under a millisecond whichever way).
     static let measuredMultiplyAdds = 1 << 24
+
+    /// Timed rounds of the measurement: at least `least` (unless `measuringBudget` runs out
+    /// first), more while the two fastest are within `clearMargin` of each other, up to `most`
+    /// or until `closeCallBudget` is spent.
+    static let measuredRounds = (least: 3, most: 15)
+    /// The runner-up's median per-round ratio to the leader above which the call is clear.
+    static let clearMargin = 1.08
+    /// Nanoseconds a layer's measurement may take (warm-up included) for a close call, and
+    /// for any layer, however few rounds that leaves.
+    static let closeCallBudget: UInt64 = 150_000_000
+    static let measuringBudget: UInt64 = 600_000_000
 
     /// Largest difference allowed between Winograd's and the direct result, relative to the
     /// largest direct output: the conformance tests' atol of 1e-4 of the output's scale.
@@ -135,9 +156,10 @@ extension ConvolutionLayer {
         unchosenWeights = nil
     }
 
-    /// Times each form on one image of shape `x` (one thread, random data): a warm-up run, then
-    /// rounds in turn, each form's best kept. Winograd is dropped when it strays from the
-    /// direct result.
+    /// Times each form on one image of shape `x` (one thread, random data): a warm-up run of
+    /// each, then rounds in which each form still in runs once (`ConvolutionTiming` compares
+    /// them; `measuredRounds` and the budgets say how many). Winograd is dropped when it strays
+    /// from the direct result.
     private func measure(forms: [NNPackedWeights], x xs: NNShape, g: Geometry) -> (best: ConvolutionAlgorithm, candidates: [ConvolutionAlgorithm], note: String) {
         var note = ""
         let one = NNShape(c: xs.c, h: xs.h, w: xs.w)
@@ -183,24 +205,44 @@ extension ConvolutionLayer {
                 }
             }
         }
-        var best = [UInt64](repeating: .max, count: usable.count)
-        func time(_ i: Int) -> UInt64 {
-            let start = DispatchTime.now().uptimeNanoseconds
-            run(with: usable[i], inputs: inputs, output: output, g: g, context: context)
-            return DispatchTime.now().uptimeNanoseconds - start
+        var clock = ConvolutionTiming(count: usable.count)
+        let started = DispatchTime.now().uptimeNanoseconds
+        for i in usable.indices { clock.noteWarmUp(i, clock.time { run(with: usable[i], inputs: inputs, output: output, g: g, context: context) }) }
+        var rounds = 0
+        var dropped = ""
+        while true {
+            rounds += 1
+            clock.beginRound()
+            // Each round in a rotated order, so that no form always runs first after another.
+            let alive = clock.alive
+            for j in alive.indices {
+                let i = alive[(j + rounds) % alive.count]
+                clock.record(i, clock.time { run(with: usable[i], inputs: inputs, output: output, g: g, context: context) })
+            }
+            if rounds == 1 { dropped = clock.dropSlow(names: usable.map { algorithmOf($0).rawValue }) }
+            let spent = DispatchTime.now().uptimeNanoseconds - started
+            if clock.alive.count == 1 || rounds >= Self.measuredRounds.most { break }
+            if rounds >= Self.measuredRounds.least && (clock.margin >= Self.clearMargin || spent >= Self.closeCallBudget) { break }
+            if spent >= Self.measuringBudget { break }
         }
-        for i in usable.indices { best[i] = time(i) } // warm-up, and the first estimate
-        // More rounds only while they are cheap: the timing of a layer stays within the budget below.
-        let round = best.reduce(0, +)
-        let rounds = round == 0 ? 3 : Int(Swift.min(3, Swift.max(1, 20_000_000 / round)))
-        for _ in 0..<rounds {
-            for i in usable.indices { best[i] = Swift.min(best[i], time(i)) }
-        }
-        let fastest = best.indices.min { best[$0] < best[$1] }!
         let names = usable.map { algorithmOf($0) }
-        note += usable.indices.sorted { best[$0] < best[$1] }
-            .map { "\(names[$0].rawValue) " + String(format: "%.2f ms", Double(best[$0]) / 1e6) }.joined(separator: ", ")
-        return (names[fastest], names, note)
+        let ranked = clock.ranked
+        var best = ranked[0]
+        // A close call: the form with the fewest multiplications among those within the clear
+        // margin of the leader. Such a tie comes from a moment when memory was contended (other
+        // processes, other guests), which slows Winograd's larger weights most; the fewer
+        // multiplications win once it passes.
+        let tied = clock.alive.filter { clock.score($0) < clock.score(best) * Self.clearMargin }
+        if let fewest = tied.min(by: { names[$0].multiplicationsPerOutput < names[$1].multiplicationsPerOutput }),
+           names[fewest].multiplicationsPerOutput < names[best].multiplicationsPerOutput {
+            best = fewest
+            note += "a tie taken by the fewer multiplications, "
+        }
+        note += "\(rounds) round\(rounds == 1 ? "" : "s"), "
+            + ranked.filter { clock.alive.contains($0) }
+                .map { "\(names[$0].rawValue) " + String(format: "%.2f ms", Double(clock.median($0)) / 1e6) }.joined(separator: ", ")
+            + dropped
+        return (names[best], ranked.map { names[$0] }, note)
     }
 
     private func algorithmOf(_ packed: NNPackedWeights) -> ConvolutionAlgorithm {
@@ -244,5 +286,74 @@ extension ConvolutionLayer {
                 runPacked(packed, x: x, xs: xs, y: y, ys: output.shape, g: g, context: context)
             }
         }
+    }
+}
+
+/// The timings of one layer's measurement: every form's time in each round it ran. Forms are
+/// compared by the median over rounds of their time divided by the round's fastest, so that a
+/// phase of the machine (this host's speed changes for seconds at a time) slows a whole round
+/// rather than deciding it; forms more than `dropRatio` slower than the fastest after the first
+/// round sit out the later ones.
+struct ConvolutionTiming {
+    static let dropRatio = 1.4
+    private let count: Int
+    private var warmUp: [UInt64]
+    /// Each round's times, by form.
+    private var rounds: [[Int: UInt64]] = []
+    private(set) var alive: [Int]
+
+    init(count: Int) {
+        self.count = count
+        warmUp = Array(repeating: .max, count: count)
+        alive = Array(0..<count)
+    }
+
+    /// Nanoseconds `body` takes.
+    func time(_ body: () -> Void) -> UInt64 {
+        let start = DispatchTime.now().uptimeNanoseconds
+        body()
+        return DispatchTime.now().uptimeNanoseconds - start
+    }
+
+    mutating func noteWarmUp(_ i: Int, _ nanos: UInt64) { warmUp[i] = nanos }
+    mutating func beginRound() { rounds.append([:]) }
+    mutating func record(_ i: Int, _ nanos: UInt64) { rounds[rounds.count - 1][i] = nanos }
+
+    /// After the first round: drops the forms far slower than the fastest (each by the better
+    /// of its warm-up and its round), and lists them for the note.
+    mutating func dropSlow(names: [String]) -> String {
+        let best = alive.map { i in (i, Swift.min(warmUp[i], rounds.first?[i] ?? .max)) }
+        let fastest = best.map(\.1).min() ?? 0
+        let slow = best.filter { Double($0.1) > Self.dropRatio * Double(fastest) }.map(\.0)
+        guard !slow.isEmpty, slow.count < alive.count else { return "" }
+        alive.removeAll { slow.contains($0) }
+        let list = best.filter { slow.contains($0.0) }.sorted { $0.1 < $1.1 }
+            .map { "\(names[$0.0]) " + String(format: "%.2f ms", Double($0.1) / 1e6) }
+        return "; " + list.joined(separator: ", ") + " in the first round only"
+    }
+
+    /// The median of form i's timed rounds.
+    func median(_ i: Int) -> UInt64 {
+        let sorted = rounds.compactMap { $0[i] }.sorted()
+        return sorted.isEmpty ? .max : sorted[sorted.count / 2]
+    }
+
+    /// Form i's score: the median over the rounds it ran of its time ÷ that round's fastest.
+    func score(_ i: Int) -> Double {
+        let ratios = rounds.compactMap { round in round[i].map { Double($0) / Double(Swift.max(round.values.min()!, 1)) } }.sorted()
+        let n = ratios.count
+        guard n > 0 else { return .infinity }
+        return n % 2 == 1 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2
+    }
+
+    /// The forms still in, best first, then the dropped ones by their time.
+    var ranked: [Int] {
+        alive.sorted { score($0) < score($1) } + (0..<count).filter { !alive.contains($0) }.sorted { median($0) < median($1) }
+    }
+
+    /// The runner-up's score ÷ the leader's (infinity with one form left).
+    var margin: Double {
+        let scores = alive.map(score).sorted()
+        return scores.count < 2 ? .infinity : scores[1] / scores[0]
     }
 }
