@@ -119,3 +119,14 @@ def assert_close(got, expected, rtol=1e-4, atol=1e-5, what="output"):
 
 def rng(seed=0):
     return np.random.default_rng(seed)
+
+
+def cpu_best():
+    """The widest path /proc/cpuinfo's flags allow (as cg_isa_best decides it)."""
+    try:
+        flags = next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split(":", 1)[1].split()
+    except (OSError, StopIteration):
+        return "portable"
+    if {"avx512f", "avx512vl", "fma"} <= set(flags):
+        return "avx512"
+    return "avx2" if {"avx2", "fma"} <= set(flags) else "portable"

@@ -4,14 +4,16 @@ When a network input's only readers are inner products (as their input), a batch
 arrays is not copied into the workspace: the GEMM reads each request's array through a row
 pointer (`cg_gemm_rows`). Rows of another data type, or a mix, are converted and copied in as
 before; an input another kind of layer also reads, or that is also an output, is always
-copied. `cortado inspect` names the inputs read in place (only with Cortado's AVX-512F GEMM:
-on another CPU, or with CORTADO_GEMM=openblas, every input is copied).
+copied. `cortado inspect` names the inputs read in place (only with Cortado's own GEMM on the
+AVX-512 or AVX2 path: on the portable or NEON path, or with CORTADO_GEMM=openblas, every input is
+copied).
 
 Each case checks every row against NumPy (test_dense's GEMM_TOL), for batches of 1 (copied:
 under 4096 floats a copy is cheaper than the row pointers), 13 (a partial 12-row panel) and
 30 rows (split over both threads), and checks the float32 and the DOUBLE runs of the same
 values against each other to 1e-6.
 """
+import os
 import subprocess
 
 import numpy as np
@@ -19,9 +21,10 @@ import pytest
 from coremltools.proto import FeatureTypes_pb2 as ft
 
 import test_dense as dense
-from nnharness import assert_close, builder, cortado_command, predict, rng, save
+from nnharness import assert_close, builder, cortado_command, cpu_best, predict, rng, save
 
-AVX512F = "avx512f" in open("/proc/cpuinfo").read().split()
+# The path Cortado takes here (CORTADO_ISA can only narrow it) has the in-place row kernels.
+IN_PLACE = cpu_best() in ("avx2", "avx512") and os.environ.get("CORTADO_ISA", "").lower() not in ("portable", "neon")
 
 
 def float32_input(b):
@@ -70,7 +73,7 @@ def test_float32_rows_read_in_place_match_numpy(count, tmp_path):
         for what, out in (("float32", out32), ("double", out64), ("mixed", out_mixed)):
             assert_close(out[i]["y"], y, **dense.GEMM_TOL, what=f"{what} rows, row {i}")
         assert_close(out32[i]["y"], out64[i]["y"], rtol=1e-6, atol=1e-6, what=f"row {i}, float32 vs double rows")
-    assert ("read where the request holds them (float32 arrays, not copied): x" in inspect(spec, tmp_path)) == AVX512F
+    assert ("read where the request holds them (float32 arrays, not copied): x" in inspect(spec, tmp_path)) == IN_PLACE
 
 
 def test_image_shaped_input_read_in_place(tmp_path):
@@ -85,7 +88,7 @@ def test_image_shaped_input_read_in_place(tmp_path):
     out = predict(b, rows_of(xs, "FLOAT32"), tmp_path)
     for i, x in enumerate(xs):
         assert_close(out[i]["y"], w.astype(np.float64) @ x.reshape(-1) + bias, **dense.GEMM_TOL, what=f"row {i}")
-    assert ("not copied): x" in inspect(b, tmp_path)) == AVX512F
+    assert ("not copied): x" in inspect(b, tmp_path)) == IN_PLACE
 
 
 def test_input_with_another_reader_is_copied(tmp_path):

@@ -23,20 +23,9 @@ import pytest
 
 import test_dense as dense
 import test_gemm_paths as gemm_paths
-from nnharness import REPO, array_json, assert_close, builder, cortado_command, predict, rng, save
+from nnharness import REPO, array_json, assert_close, builder, cortado_command, cpu_best, predict, rng, save
 
 ORDER = ["portable", "avx2", "avx512"]
-
-
-def cpu_best():
-    """The widest path /proc/cpuinfo's flags allow (as cg_isa_best decides it)."""
-    try:
-        flags = next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split(":", 1)[1].split()
-    except (OSError, StopIteration):
-        return "portable"
-    if {"avx512f", "avx512vl", "fma"} <= set(flags):
-        return "avx512"
-    return "avx2" if {"avx2", "fma"} <= set(flags) else "portable"
 
 
 def use_isa(monkeypatch, isa, conv=None):
