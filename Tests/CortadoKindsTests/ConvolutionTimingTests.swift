@@ -54,8 +54,19 @@ final class ConvolutionTimingTests: XCTestCase {
         XCTAssertEqual(alone.margin, .infinity)
     }
 
-    func testWinogradHasTheFewestMultiplications() {
-        let order = ConvolutionAlgorithm.allCases.sorted { $0.multiplicationsPerOutput < $1.multiplicationsPerOutput }
-        XCTAssertEqual(Array(order.prefix(2)), [.winograd, .winograd2])
+    func testACloseCallGoesToTheFewerMultiplications() {
+        let names: [ConvolutionAlgorithm] = [.gemm, .winograd2, .winograd]
+        let cost = { (i: Int) in names[i].multiplicationsPerOutput }
+        // Within 8% of the GEMM: F(2×2) and F(4×4) both; F(4×4) multiplies least.
+        let close = timing(warmUp: [100, 100, 100], rounds: [[100, 103, 106], [100, 103, 106], [100, 103, 106]])
+        XCTAssertEqual(close.choice(within: 1.08, cost: cost).form, 2)
+        XCTAssertTrue(close.choice(within: 1.08, cost: cost).tie)
+        // F(4×4) 10% behind: the tie is between the GEMM and F(2×2).
+        let clear = timing(warmUp: [100, 100, 100], rounds: [[100, 103, 110], [100, 103, 110], [100, 103, 110]])
+        XCTAssertEqual(clear.choice(within: 1.08, cost: cost).form, 1)
+        // The leader multiplying least stays, without a tie.
+        let leader = timing(warmUp: [100, 100, 100], rounds: [[107, 103, 100], [107, 103, 100], [107, 103, 100]])
+        XCTAssertEqual(leader.choice(within: 1.08, cost: cost).form, 2)
+        XCTAssertFalse(leader.choice(within: 1.08, cost: cost).tie)
     }
 }

@@ -227,17 +227,11 @@ extension ConvolutionLayer {
         }
         let names = usable.map { algorithmOf($0) }
         let ranked = clock.ranked
-        var best = ranked[0]
-        // A close call: the form with the fewest multiplications among those within the clear
-        // margin of the leader. Such a tie comes from a moment when memory was contended (other
-        // processes, other guests), which slows Winograd's larger weights most; the fewer
-        // multiplications win once it passes.
-        let tied = clock.alive.filter { clock.score($0) < clock.score(best) * Self.clearMargin }
-        if let fewest = tied.min(by: { names[$0].multiplicationsPerOutput < names[$1].multiplicationsPerOutput }),
-           names[fewest].multiplicationsPerOutput < names[best].multiplicationsPerOutput {
-            best = fewest
-            note += "a tie taken by the fewer multiplications, "
-        }
+        // A close call goes to the fewest multiplications. Such a tie comes from a moment when
+        // memory was contended (other processes, other guests), which slows Winograd's larger
+        // weights most; the fewer multiplications win once it passes.
+        let (best, tie) = clock.choice(within: Self.clearMargin) { names[$0].multiplicationsPerOutput }
+        if tie { note += "a tie taken by the fewer multiplications, " }
         note += "\(rounds) round\(rounds == 1 ? "" : "s"), "
             + ranked.filter { clock.alive.contains($0) }
                 .map { "\(names[$0].rawValue) " + String(format: "%.2f ms", Double(clock.median($0)) / 1e6) }.joined(separator: ", ")
@@ -349,6 +343,15 @@ struct ConvolutionTiming {
     /// The forms still in, best first, then the dropped ones by their time.
     var ranked: [Int] {
         alive.sorted { score($0) < score($1) } + (0..<count).filter { !alive.contains($0) }.sorted { median($0) < median($1) }
+    }
+
+    /// The form to keep: the best ranked, or, when forms still in are within `margin` of its
+    /// score, the one of them of the lowest `cost` (then `tie` is true).
+    func choice(within margin: Double, cost: (Int) -> Double) -> (form: Int, tie: Bool) {
+        let leader = ranked[0]
+        let tied = alive.filter { score($0) < score(leader) * margin }
+        guard let cheapest = tied.min(by: { cost($0) < cost($1) }), cost(cheapest) < cost(leader) else { return (leader, false) }
+        return (cheapest, true)
     }
 
     /// The runner-up's score ÷ the leader's (infinity with one form left).
