@@ -9,6 +9,7 @@
 #define CG_KERNELS_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "cortado_gemm.h"
 
@@ -150,6 +151,29 @@ extern const cg_kernels cg_kernels_neon;
 static inline long cg_round_up(long v, long r) { return (v + r - 1) / r * r; }
 static inline long cg_min(long a, long b) { return a < b ? a : b; }
 static inline long cg_max(long a, long b) { return a > b ? a : b; }
+
+// The n rows of a patch of a plane (h × w floats) from input row ih0 and column col0, patch
+// columns [0, cols), as pointers rows[0..n): into the plane itself when the whole patch lies in
+// it (`inside`); else each row's columns inside the input copied into a zeroed row of `block`
+// (rows `stride` ≥ cols floats apart), or `zeros` (cols zero floats) for a row outside. The
+// AVX2 Winograd input transforms read their tiles' patches this way.
+static inline void cg_patch_rows(const float *plane, long h, long w, long ih0, long col0, int n, long cols, int inside,
+                                 float *block, long stride, const float *zeros, const float **rows) {
+    long lo = cg_max(0, -col0), hi = cg_min(cols, w - col0);
+    for (int r = 0; r < n; r++) {
+        long ih = ih0 + r;
+        if (inside) {
+            rows[r] = plane + ih * w + col0;
+        } else if (ih < 0 || ih >= h || hi <= lo) {
+            rows[r] = zeros;
+        } else {
+            float *row = block + r * stride;
+            memset(row, 0, (size_t)stride * sizeof(float));
+            memcpy(row + lo, plane + ih * w + col0 + lo, (size_t)(hi - lo) * sizeof(float));
+            rows[r] = row;
+        }
+    }
+}
 // p rounded up to the next 64-byte boundary (workspaces are handed over with 64 floats of slack).
 static inline float *cg_align64(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 

@@ -269,22 +269,8 @@ CW_AVX2 static void cw_input_plane_row_avx2(const cg_conv *g, const float *plane
     for (long x0 = 0; x0 < tw; x0 += 8) {
         long col0 = 4 * x0 - g->pad_w;
         const float *rows[6];
-        if (rows_inside && x0 + 8 <= tw && col0 >= 0 && col0 + 36 <= g->w) {
-            for (int r = 0; r < 6; r++) rows[r] = plane + (ih0 + r) * g->w + col0;
-        } else {
-            // Patch columns [lo, hi) of the group come from the input.
-            long lo = cg_max(0, -col0), hi = cg_min(36, g->w - col0);
-            for (int r = 0; r < 6; r++) {
-                long ih = ih0 + r;
-                if (ih < 0 || ih >= g->h || hi <= lo) {
-                    rows[r] = zeros;
-                    continue;
-                }
-                memset(block[r], 0, sizeof block[r]);
-                memcpy(block[r] + lo, plane + ih * g->w + col0 + lo, (size_t)(hi - lo) * sizeof(float));
-                rows[r] = block[r];
-            }
-        }
+        int inside = rows_inside && x0 + 8 <= tw && col0 >= 0 && col0 + 36 <= g->w;
+        cg_patch_rows(plane, g->h, g->w, ih0, col0, 6, 36, inside, block[0], 40, zeros, rows);
         __m256 e[6][5];
         for (int q = 0; q < 5; q++) {
             __m256 d[6];

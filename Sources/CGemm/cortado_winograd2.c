@@ -283,23 +283,10 @@ CW2_AVX2 static void cw2_input_row_tiles_avx2(const cg_conv *g, const float *x, 
     static const float zeros[24];
     long col0 = 2 * x0 - g->pad_w, ih0 = 2 * ty - g->pad_h; // patch column k is input column col0 + k
     int inside = ih0 >= 0 && ih0 + 4 <= g->h && col0 >= 0 && col0 + 18 <= g->w;
-    // Patch columns [lo, hi) come from the input.
-    long lo = cg_max(0, -col0), hi = cg_min(2 * tw + 2, g->w - col0);
     __m256i store = cg_lanes8(tw);
     for (long c = c0; c < c1; c++) {
-        const float *plane = x + c * g->h * g->w, *rows[4];
-        for (int r = 0; r < 4; r++) {
-            long ih = ih0 + r;
-            if (inside) {
-                rows[r] = plane + ih * g->w + col0;
-            } else if (ih < 0 || ih >= g->h || hi <= lo) {
-                rows[r] = zeros;
-            } else {
-                memset(block[r], 0, sizeof block[r]);
-                memcpy(block[r] + lo, plane + ih * g->w + col0 + lo, (size_t)(hi - lo) * sizeof(float));
-                rows[r] = block[r];
-            }
-        }
+        const float *rows[4];
+        cg_patch_rows(x + c * g->h * g->w, g->h, g->w, ih0, col0, 4, 2 * tw + 2, inside, block[0], 24, zeros, rows);
         __m256 h[4][4];
         for (int r = 0; r < 4; r++) {
             const float *p = rows[r];
