@@ -123,7 +123,7 @@ extension ConvolutionLayer {
         guard let raw = unchosenWeights, let rule = ruleAlgorithm else { return }
         let x = inputs[0]
         guard let g = try? geometry(h: x.h, w: x.w) else { return }
-        var candidates = ConvolutionAlgorithm.allCases.filter { applies($0) }
+        let candidates = ConvolutionAlgorithm.allCases.filter { applies($0) }
         var how = "rule"
         var timings = ""
         var algorithm = rule
@@ -141,7 +141,6 @@ extension ConvolutionLayer {
             raw.withUnsafeBufferPointer { w in
                 let forms = candidates.map { packWeights(w.baseAddress!, for: $0) }
                 let measured = measure(forms: forms, x: x, g: g)
-                candidates = measured.candidates
                 algorithm = measured.best
                 timings = measured.note
             }
@@ -160,7 +159,7 @@ extension ConvolutionLayer {
     /// each, then rounds in which each form still in runs once (`ConvolutionTiming` compares
     /// them; `measuredRounds` and the budgets say how many). Winograd is dropped when it strays
     /// from the direct result.
-    private func measure(forms: [NNPackedWeights], x xs: NNShape, g: Geometry) -> (best: ConvolutionAlgorithm, candidates: [ConvolutionAlgorithm], note: String) {
+    private func measure(forms: [NNPackedWeights], x xs: NNShape, g: Geometry) -> (best: ConvolutionAlgorithm, note: String) {
         var note = ""
         let one = NNShape(c: xs.c, h: xs.h, w: xs.w)
         let outCount = outputChannels * g.outH * g.outW
@@ -236,7 +235,7 @@ extension ConvolutionLayer {
             + ranked.filter { clock.alive.contains($0) }
                 .map { "\(names[$0].rawValue) " + String(format: "%.2f ms", Double(clock.median($0)) / 1e6) }.joined(separator: ", ")
             + dropped
-        return (names[best], ranked.map { names[$0] }, note)
+        return (names[best], note)
     }
 
     private func algorithmOf(_ packed: NNPackedWeights) -> ConvolutionAlgorithm {
